@@ -1,0 +1,50 @@
+"""Long-term, human-like memory for LlamaIndex agents.
+
+Public names are imported lazily so that ``import llama_index_memory_hierarchy`` stays
+fast and loads no model, torch or database.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from llama_index_memory_hierarchy.version import __version__
+
+_EXPORTS: dict[str, str] = {
+    "MemoryConfig": "llama_index_memory_hierarchy.config",
+    "MemoryItem": "llama_index_memory_hierarchy.types",
+    "MemoryType": "llama_index_memory_hierarchy.types",
+    "MemoryFilter": "llama_index_memory_hierarchy.types",
+    "MemoryHierarchyError": "llama_index_memory_hierarchy.errors",
+    "MemoryValidationError": "llama_index_memory_hierarchy.errors",
+    "MemoryNotFoundError": "llama_index_memory_hierarchy.errors",
+    "EmbeddingDimensionError": "llama_index_memory_hierarchy.errors",
+    "StoreError": "llama_index_memory_hierarchy.errors",
+    "StoreLockedError": "llama_index_memory_hierarchy.errors",
+    "LLMRequiredError": "llama_index_memory_hierarchy.errors",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index_memory_hierarchy.config import MemoryConfig
+    from llama_index_memory_hierarchy.errors import (
+        EmbeddingDimensionError,
+        LLMRequiredError,
+        MemoryHierarchyError,
+        MemoryNotFoundError,
+        MemoryValidationError,
+        StoreError,
+        StoreLockedError,
+    )
+    from llama_index_memory_hierarchy.types import MemoryFilter, MemoryItem, MemoryType
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'llama_index_memory_hierarchy' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

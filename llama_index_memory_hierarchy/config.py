@@ -1,0 +1,137 @@
+"""``MemoryConfig``: every tunable in one pydantic model, readable from ``LMH_*`` variables."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from llama_index_memory_hierarchy.errors import MemoryValidationError
+
+ENV_PREFIX = "LMH_"
+_URL_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/@\s]*:)(?P<secret>[^@\s]*)@")
+
+
+def redact_url(url: str | None) -> str | None:
+    """Hide the password of a ``scheme://user:password@host`` URL (for logs and reprs)."""
+    if url is None:
+        return None
+    return _URL_PASSWORD.sub(lambda m: f"{m.group('scheme')}***@", url)
+
+
+class MemoryConfig(BaseModel):
+    """Settings of a memory hierarchy. Defaults run embedded and offline.
+
+    ``MemoryConfig.from_env()`` reads ``LMH_<FIELD>`` environment variables
+    (for example ``LMH_PERSIST_DIR``, ``LMH_RECORD_STORE_URL``, ``LMH_QDRANT_URL``).
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    # --- where and who -------------------------------------------------------------
+    persist_dir: Path = Field(default=Path("./memory_data"), description="Folder of the embedded stores.")
+    user_id: str = Field(default="default", description="User whose memories this object reads and writes.")
+    session_id: str | None = Field(default=None, description="Current session; generated when None.")
+
+    # --- stores ------------------------------------------------------------------------
+    record_store_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy async URL of the authoritative record store; "
+        "None means sqlite+aiosqlite:///<persist_dir>/memory.db.",
+    )
+    sqlite_synchronous: Literal["OFF", "NORMAL", "FULL", "EXTRA"] = Field(
+        default="FULL", description="SQLite fsync level; FULL makes every returned id survive power loss."
+    )
+    vector_backend: Literal["edge", "qdrant"] = Field(
+        default="edge", description="'edge' = embedded qdrant-edge; 'qdrant' = qdrant-client (server, cloud or local)."
+    )
+    qdrant_url: str | None = Field(default=None, description="Qdrant server URL (selects the 'qdrant' backend).")
+    qdrant_api_key: str | None = Field(default=None, repr=False, description="Qdrant API key.")
+    qdrant_path: str | None = Field(default=None, description="qdrant-client local-mode folder (tests, small data).")
+    collection_prefix: str = Field(default="lmh", description="Prefix of vector collection names.")
+    graph_store_url: str | None = Field(
+        default=None, description="Graph store URL (bolt://, neo4j://, falkor://); None = embedded SQLite graph."
+    )
+    graph_store_username: str | None = Field(default=None)
+    graph_store_password: str | None = Field(default=None, repr=False)
+
+    # --- embeddings ----------------------------------------------------------------------
+    embed_model: str | None = Field(
+        default=None,
+        description="'default' (bundled all-MiniLM-L6-v2), 'hashing' (lightweight fallback), a local "
+        "HuggingFace model path, or None to use Settings.embed_model when set, else the default.",
+    )
+    embed_batch_size: int = Field(default=64, ge=1, le=4096)
+    query_cache_size: int = Field(default=1024, ge=0, description="Query embeddings kept in an LRU cache.")
+
+    # --- working memory ----------------------------------------------------------------------
+    working_capacity: int = Field(default=50, ge=1, description="Most items held in working memory.")
+    working_token_budget: int = Field(default=2000, ge=1, description="Most tokens held in working memory.")
+    working_ttl_seconds: float = Field(default=3600.0, gt=0, description="Working items expire after this.")
+    working_decay_half_life_seconds: float = Field(default=600.0, gt=0)
+
+    # --- retrieval -------------------------------------------------------------------------------
+    retrieval_top_k: int = Field(default=5, ge=1, le=1000)
+    candidate_multiplier: int = Field(default=4, ge=1, le=50, description="Candidates per result fetched per signal.")
+    rrf_k: int = Field(default=60, ge=1)
+    relevance_weight: float = Field(default=1.0, ge=0)
+    recency_weight: float = Field(default=0.1, ge=0)
+    importance_weight: float = Field(default=0.1, ge=0)
+    recency_half_life_hours: float = Field(default=24.0 * 7, gt=0)
+
+    # --- the chat history that get() returns --------------------------------------------------------
+    chat_history_token_limit: int = Field(default=3000, ge=1)
+    memory_context_token_limit: int = Field(default=800, ge=1)
+
+    @field_validator("user_id")
+    @classmethod
+    def _check_user(cls, value: str) -> str:
+        from llama_index_memory_hierarchy.types import validate_identifier
+
+        return validate_identifier(value, "user_id")
+
+    @field_validator("session_id")
+    @classmethod
+    def _check_session(cls, value: str | None) -> str | None:
+        from llama_index_memory_hierarchy.types import validate_identifier
+
+        return None if value is None else validate_identifier(value, "session_id")
+
+    @classmethod
+    def create(cls, **data: Any) -> MemoryConfig:
+        """Build a config, reporting the offending field as a :class:`MemoryValidationError`."""
+        try:
+            return cls(**data)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            field = ".".join(str(part) for part in error.get("loc", ())) or "config"
+            raise MemoryValidationError(field, error.get("msg", str(exc))) from None
+
+    @classmethod
+    def from_env(cls, prefix: str = ENV_PREFIX, environ: dict[str, str] | None = None, **overrides: Any) -> MemoryConfig:
+        """Read ``<prefix><FIELD>`` variables; explicit ``overrides`` win over the environment."""
+        environ = dict(os.environ if environ is None else environ)
+        data: dict[str, Any] = {}
+        for name in cls.model_fields:
+            raw = environ.get(f"{prefix}{name.upper()}")
+            if raw is not None:
+                data[name] = raw
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.create(**data)
+
+    @property
+    def resolved_record_store_url(self) -> str:
+        """The record store URL, defaulting to SQLite inside ``persist_dir``."""
+        if self.record_store_url:
+            return self.record_store_url
+        return f"sqlite+aiosqlite:///{(Path(self.persist_dir).expanduser().resolve() / 'memory.db').as_posix()}"
+
+    def __repr_args__(self):  # type: ignore[no-untyped-def]
+        """Repr without secrets: passwords in URLs are masked."""
+        for key, value in super().__repr_args__():
+            if key in {"record_store_url", "qdrant_url", "graph_store_url"} and isinstance(value, str):
+                value = redact_url(value)
+            yield key, value

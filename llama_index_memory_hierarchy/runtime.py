@@ -1,0 +1,92 @@
+"""A private event loop on a daemon thread that runs all store I/O.
+
+Why: async database drivers (aiosqlite, asyncpg) bind connections to the loop that made
+them, while callers arrive from many loops (agents, notebooks, pytest) and from plain
+threads. Running every store coroutine on one owned loop lets the same coroutine serve
+the sync API (``run``: block until done) and the async API (``arun``: await without
+blocking the caller's loop), with no copy of the logic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import threading
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class Runtime:
+    """Owns one event loop thread. Thread-safe; cheap to share between many memories."""
+
+    def __init__(self, name: str = "lmh-runtime") -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._started = threading.Event()
+        self._thread.start()
+        self._started.wait()
+        atexit.register(self.stop)
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.call_soon(self._started.set)
+        self._loop.run_forever()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The owned loop (for code that must schedule onto it)."""
+        return self._loop
+
+    def in_runtime(self) -> bool:
+        """True when called from the runtime's own thread."""
+        return threading.current_thread() is self._thread
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
+        """Schedule ``coro`` on the runtime loop; returns a concurrent future."""
+        if self._loop.is_closed():
+            coro.close()
+            raise RuntimeError("the memory runtime is closed")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` to completion from synchronous code (any thread but the runtime's)."""
+        if self.in_runtime():
+            coro.close()
+            raise RuntimeError("synchronous memory API called from inside the memory runtime; use the async API")
+        return self.submit(coro).result()
+
+    async def arun(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await ``coro`` from any event loop without blocking it."""
+        if self.in_runtime():
+            return await coro
+        return await asyncio.wrap_future(self.submit(coro))
+
+    async def to_thread(self, func: Callable[..., T], *args: Any) -> T:
+        """Run blocking work (embedding, file I/O) off the runtime loop."""
+        return await asyncio.to_thread(func, *args)
+
+    def stop(self) -> None:
+        """Stop the loop thread (idempotent). Pending work is cancelled."""
+        if self._loop.is_closed():
+            return
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=5)
+        if not self._loop.is_running():
+            self._loop.close()
+
+
+_shared: Runtime | None = None
+_shared_lock = threading.Lock()
+
+
+def get_runtime() -> Runtime:
+    """The process-wide runtime, started on first use."""
+    global _shared
+    with _shared_lock:
+        if _shared is None or _shared.loop.is_closed():
+            _shared = Runtime()
+        return _shared

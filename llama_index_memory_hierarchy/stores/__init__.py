@@ -1,0 +1,1 @@
+"""Store interfaces (``base``) and their backends (record, keyword, vector, graph, files)."""

@@ -1,0 +1,223 @@
+"""Interfaces of the stores, apart from their backends.
+
+* :class:`RecordStore`: the authoritative record of every memory (SQLite embedded,
+  PostgreSQL at scale). Holds content, metadata, the embedding and a keyword index.
+  Everything else can be rebuilt from it.
+* :class:`VectorIndex`: a derived index of embeddings with payload filters
+  (qdrant-edge embedded, or any LlamaIndex vector store such as Qdrant server).
+
+All methods are coroutines; they run on the package :class:`~.runtime.Runtime` loop.
+Every read, write and delete takes the ``user_id`` it is scoped to.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from llama_index_memory_hierarchy.types import MemoryFilter, MemoryItem, MemoryType
+
+#: Namespace of memory-tier records; knowledge bases use ``kb:<name>``.
+MEMORY_NAMESPACE = "memory"
+
+
+@dataclass
+class Record:
+    """A memory as the record store keeps it: the item plus storage-only fields."""
+
+    item: MemoryItem
+    namespace: str = MEMORY_NAMESPACE
+    embedding: np.ndarray | None = None  # float32, shape (dim,)
+    space: str | None = None  # vector space (embedding model + dim) the embedding belongs to
+
+
+@dataclass
+class OutboxOp:
+    """A pending change to apply to derived indexes (written in the record's transaction)."""
+
+    seq: int
+    op: Literal["upsert", "delete"]
+    memory_id: str
+    user_id: str
+    space: str | None
+
+
+class RecordStore(ABC):
+    """Authoritative, transactional store of memory records, scoped by user."""
+
+    @abstractmethod
+    async def start(self) -> None:
+        """Create or migrate the schema; raise :class:`StoreError` naming a corrupt file."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Release connections."""
+
+    @abstractmethod
+    async def insert(self, records: Sequence[Record], *, dedupe: bool = False) -> list[str]:
+        """Insert in one transaction (with keyword index and outbox rows); return ids in order.
+
+        With ``dedupe``, a record whose (user, session, namespace, type, content) already
+        exists returns the existing id instead of a new row.
+        """
+
+    @abstractmethod
+    async def get(self, user_id: str, ids: Sequence[str], *, with_embeddings: bool = False) -> list[Record]:
+        """Records of this user with these ids (others' ids are simply absent), in the given order."""
+
+    @abstractmethod
+    async def update(
+        self,
+        user_id: str,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        importance: float | None = None,
+        metadata: dict[str, Any] | None = None,
+        pinned: bool | None = None,
+        embedding: np.ndarray | None = None,
+        space: str | None = None,
+    ) -> Record | None:
+        """Change fields of one record (re-indexing keyword text; outbox upsert); None if absent."""
+
+    @abstractmethod
+    async def delete(self, user_id: str, ids: Sequence[str]) -> list[str]:
+        """Delete this user's records with these ids; return the ids actually deleted."""
+
+    @abstractmethod
+    async def query(
+        self,
+        user_id: str,
+        *,
+        namespace: str = MEMORY_NAMESPACE,
+        memory_type: MemoryType | None = None,
+        filters: MemoryFilter | None = None,
+        order_by: Literal["timestamp", "-timestamp", "importance", "-importance", "created_at", "-created_at"] = "timestamp",
+        limit: int | None = None,
+        offset: int = 0,
+        with_embeddings: bool = False,
+    ) -> list[Record]:
+        """Records matching the filters, ordered, paginated."""
+
+    @abstractmethod
+    async def count(
+        self,
+        user_id: str | None,
+        *,
+        namespace: str | None = MEMORY_NAMESPACE,
+        memory_type: MemoryType | None = None,
+        filters: MemoryFilter | None = None,
+    ) -> int:
+        """Number of matching records (``user_id=None`` counts all users: admin/tests only)."""
+
+    @abstractmethod
+    async def keyword_search(
+        self,
+        user_id: str,
+        text: str,
+        *,
+        namespace: str = MEMORY_NAMESPACE,
+        memory_type: MemoryType | None = None,
+        filters: MemoryFilter | None = None,
+        limit: int = 20,
+    ) -> list[tuple[str, float]]:
+        """Full-text (BM25-like) search: ``(memory_id, score)``, best first, higher is better.
+
+        The text is user data, never query syntax: operators in it are neutralised.
+        """
+
+    @abstractmethod
+    async def touch(self, user_id: str, ids: Sequence[str]) -> None:
+        """Record an access: increment ``access_count``, set ``last_accessed`` to now."""
+
+    @abstractmethod
+    async def delete_where(
+        self,
+        user_id: str,
+        *,
+        namespace: str | None = MEMORY_NAMESPACE,
+        memory_type: MemoryType | None = None,
+        filters: MemoryFilter | None = None,
+    ) -> list[str]:
+        """Delete every matching record of this user (``namespace=None``: all namespaces)."""
+
+    @abstractmethod
+    async def users(self) -> list[str]:
+        """Every user id with at least one record."""
+
+    @abstractmethod
+    async def outbox_pending(self, limit: int = 1000) -> list[OutboxOp]:
+        """Oldest unapplied index operations."""
+
+    @abstractmethod
+    async def outbox_ack(self, seqs: Sequence[int]) -> None:
+        """Mark index operations as applied."""
+
+    @abstractmethod
+    async def iter_embedded(self, space: str, *, batch_size: int = 1000, after_seq: int = 0) -> list[tuple[int, Record]]:
+        """Records with an embedding in ``space`` after ``after_seq`` (for rebuilding an index)."""
+
+
+@dataclass
+class VectorPoint:
+    """One vector with the payload used for filtering."""
+
+    id: str
+    vector: np.ndarray
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class VectorFilter:
+    """Payload filter: equality (a list means any-of) and inclusive numeric ranges.
+
+    ``user_id`` is mandatory so that no search can cross users.
+    """
+
+    user_id: str
+    equals: dict[str, str | int | bool | list[str]] = field(default_factory=dict)
+    ranges: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    ids: list[str] | None = None
+
+
+#: Payload keys every memory point carries (indexed for filtering).
+PAYLOAD_KEYS = ("user_id", "namespace", "memory_type", "session_id", "timestamp", "importance")
+
+
+class VectorIndex(ABC):
+    """A derived, rebuildable index of one vector space (one embedding model and dimension)."""
+
+    dim: int
+    space: str
+
+    @abstractmethod
+    async def upsert(self, points: Sequence[VectorPoint]) -> None:
+        """Insert or replace points (idempotent)."""
+
+    @abstractmethod
+    async def delete(self, ids: Sequence[str]) -> None:
+        """Delete points by id (absent ids are ignored)."""
+
+    @abstractmethod
+    async def delete_user(self, user_id: str) -> None:
+        """Delete every point of a user."""
+
+    @abstractmethod
+    async def search(self, vector: np.ndarray, flt: VectorFilter, limit: int) -> list[tuple[str, float]]:
+        """``(id, similarity)`` best first; cosine similarity, higher is better."""
+
+    @abstractmethod
+    async def count(self, user_id: str | None = None) -> int:
+        """Points in the index (of one user, or all)."""
+
+    @abstractmethod
+    async def ids(self, user_id: str | None = None) -> set[str]:
+        """All point ids (of one user, or all): consistency checks and repair."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Flush and release the index."""

@@ -1,0 +1,270 @@
+"""Core data types: :class:`MemoryType`, :class:`MemoryItem` and :class:`MemoryFilter`.
+
+``MemoryItem`` is what every tier stores and returns. Validation happens here, once,
+so that a bad value is rejected with a :class:`MemoryValidationError` naming the field
+before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import uuid
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from llama_index_memory_hierarchy.errors import MemoryValidationError
+
+#: Longest accepted memory content, in characters (hostile-input bound).
+MAX_CONTENT_CHARS = 100_000
+#: Longest accepted serialised metadata, in bytes.
+MAX_METADATA_BYTES = 64_000
+#: Deepest accepted metadata nesting.
+MAX_METADATA_DEPTH = 8
+#: Identifiers (user, session, namespace): printable, no path separators, bounded.
+_ID_PATTERN = re.compile(r"^[A-Za-z0-9_.@:+\-=]{1,128}$")
+
+
+class MemoryType(str, Enum):
+    """The four tiers of the hierarchy, after cognitive psychology."""
+
+    WORKING = "working"
+    EPISODIC = "episodic"
+    SEMANTIC = "semantic"
+    PERCEPTUAL = "perceptual"
+
+
+def utcnow() -> datetime:
+    """Timezone-aware current UTC time (all stored times are UTC)."""
+    return datetime.now(timezone.utc)
+
+
+def as_utc(value: datetime | str | float | int, field: str = "timestamp") -> datetime:
+    """Coerce a datetime, ISO string or epoch seconds to an aware UTC datetime."""
+    if isinstance(value, bool):
+        raise MemoryValidationError(field, "expected a datetime, ISO string or epoch seconds, got bool")
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise MemoryValidationError(field, f"must be finite, got {value!r}")
+        return datetime.fromtimestamp(value, tz=timezone.utc)
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError as exc:
+            raise MemoryValidationError(field, f"not an ISO datetime: {value!r}") from exc
+    if not isinstance(value, datetime):
+        raise MemoryValidationError(field, f"expected a datetime, got {type(value).__name__}")
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+def validate_identifier(value: Any, field: str) -> str:
+    """Check a user, session or namespace id: a short string safe in paths and filters."""
+    if not isinstance(value, str):
+        raise MemoryValidationError(field, f"must be a string, got {type(value).__name__}")
+    if not _ID_PATTERN.match(value) or value in {".", ".."}:
+        raise MemoryValidationError(
+            field, f"must be 1-128 characters of letters, digits and _.@:+-=, got {value!r}"
+        )
+    return value
+
+
+def validate_memory_id(value: Any, field: str = "memory_id") -> str:
+    """Check a memory id is a canonical UUID string."""
+    if not isinstance(value, str):
+        raise MemoryValidationError(field, f"must be a string, got {type(value).__name__}")
+    try:
+        parsed = uuid.UUID(value)
+    except ValueError as exc:
+        raise MemoryValidationError(field, f"not a UUID: {value[:80]!r}") from exc
+    return str(parsed)
+
+
+def validate_content(value: Any, field: str = "content") -> str:
+    """Check memory text: a non-blank string of valid Unicode within the size bound."""
+    if not isinstance(value, str):
+        raise MemoryValidationError(field, f"must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise MemoryValidationError(field, "must not be empty or blank")
+    if len(value) > MAX_CONTENT_CHARS:
+        raise MemoryValidationError(field, f"longer than {MAX_CONTENT_CHARS} characters ({len(value)})")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise MemoryValidationError(field, "contains invalid Unicode (lone surrogates)") from exc
+    if "\x00" in value:
+        raise MemoryValidationError(field, "contains a NUL character")
+    return value
+
+
+def validate_importance(value: Any, field: str = "importance") -> float:
+    """Check importance is a finite number in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise MemoryValidationError(field, f"must be a number in [0, 1], got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise MemoryValidationError(field, f"must be in [0, 1], got {value!r}")
+    return value
+
+
+def validate_metadata(value: Any, field: str = "metadata") -> dict[str, Any]:
+    """Check metadata is a JSON-serialisable dict with string keys, bounded in size and depth."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise MemoryValidationError(field, f"must be a dict, got {type(value).__name__}")
+
+    def depth(obj: Any, level: int) -> None:
+        if level > MAX_METADATA_DEPTH:
+            raise MemoryValidationError(field, f"nested deeper than {MAX_METADATA_DEPTH} levels")
+        if isinstance(obj, dict):
+            for key, item in obj.items():
+                if not isinstance(key, str):
+                    raise MemoryValidationError(field, f"keys must be strings, got {key!r}")
+                depth(item, level + 1)
+        elif isinstance(obj, (list, tuple)):
+            for item in obj:
+                depth(item, level + 1)
+        elif isinstance(obj, float) and not math.isfinite(obj):
+            raise MemoryValidationError(field, f"values must be finite numbers, got {obj!r}")
+
+    depth(value, 1)
+    try:
+        encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        encoded.encode("utf-8")
+    except (TypeError, ValueError, UnicodeEncodeError) as exc:
+        raise MemoryValidationError(field, f"must be JSON-serialisable: {exc}") from exc
+    if len(encoded.encode("utf-8")) > MAX_METADATA_BYTES:
+        raise MemoryValidationError(field, f"larger than {MAX_METADATA_BYTES} bytes as JSON")
+    return dict(value)
+
+
+class MemoryItem(BaseModel):
+    """One memory: the unit every tier stores, returns and scores.
+
+    ``timestamp`` is when the remembered event happened; ``created_at`` is when it was
+    stored. ``score`` is set only on retrieved items. ``id`` is a UUID string generated
+    once and never changed.
+    """
+
+    model_config = ConfigDict(validate_assignment=True, use_enum_values=False)
+
+    id: str = Field(default_factory=lambda: str(uuid.uuid4()))
+    content: str
+    memory_type: MemoryType = MemoryType.EPISODIC
+    user_id: str = "default"
+    session_id: str | None = None
+    timestamp: datetime = Field(default_factory=utcnow)
+    created_at: datetime = Field(default_factory=utcnow)
+    importance: float = 0.5
+    access_count: int = 0
+    last_accessed: datetime | None = None
+    pinned: bool = False
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    score: float | None = None
+
+    @classmethod
+    def create(cls, **data: Any) -> MemoryItem:
+        """Build an item, turning pydantic errors into a :class:`MemoryValidationError`."""
+        try:
+            return cls(**data)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            field = ".".join(str(part) for part in error.get("loc", ())) or "memory"
+            cause = error.get("ctx", {}).get("error")
+            if isinstance(cause, MemoryValidationError):
+                raise cause from None
+            raise MemoryValidationError(field, error.get("msg", str(exc))) from None
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _check_id(cls, value: Any) -> str:
+        return validate_memory_id(value, "id")
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _check_content(cls, value: Any) -> str:
+        return validate_content(value)
+
+    @field_validator("user_id", mode="before")
+    @classmethod
+    def _check_user(cls, value: Any) -> str:
+        return validate_identifier(value, "user_id")
+
+    @field_validator("session_id", mode="before")
+    @classmethod
+    def _check_session(cls, value: Any) -> str | None:
+        return None if value is None else validate_identifier(value, "session_id")
+
+    @field_validator("timestamp", "created_at", mode="before")
+    @classmethod
+    def _check_time(cls, value: Any, info: Any) -> datetime:
+        return as_utc(value, info.field_name)
+
+    @field_validator("last_accessed", mode="before")
+    @classmethod
+    def _check_last_accessed(cls, value: Any) -> datetime | None:
+        return None if value is None else as_utc(value, "last_accessed")
+
+    @field_validator("importance", mode="before")
+    @classmethod
+    def _check_importance(cls, value: Any) -> float:
+        return validate_importance(value)
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _check_metadata(cls, value: Any) -> dict[str, Any]:
+        return validate_metadata(value)
+
+
+class MemoryFilter(BaseModel):
+    """Filters a tier's ``retrieve``/``query`` accepts; unknown keys are an error.
+
+    ``metadata`` matches by equality on top-level keys. Times are inclusive bounds on
+    the event ``timestamp``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: str | None = None
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+    min_importance: float | None = None
+    metadata: dict[str, Any] | None = None
+    memory_ids: list[str] | None = None
+
+    @classmethod
+    def from_kwargs(cls, **filters: Any) -> MemoryFilter:
+        """Build from a tier's ``**filters``; names the unknown or invalid key."""
+        aliases = {"time_range": None, "start": "start_time", "end": "end_time"}
+        data: dict[str, Any] = {}
+        for key, value in filters.items():
+            if key == "time_range":
+                if value is None:
+                    continue
+                if not isinstance(value, (tuple, list)) or len(value) != 2:
+                    raise MemoryValidationError("time_range", "must be a (start, end) pair")
+                data["start_time"], data["end_time"] = value
+                continue
+            key = aliases.get(key, key) or key
+            if key not in cls.model_fields:
+                allowed = sorted([*cls.model_fields, "time_range", "start", "end"])
+                raise MemoryValidationError(key, f"unknown filter; allowed: {', '.join(allowed)}")
+            data[key] = value
+        if data.get("session_id") is not None:
+            validate_identifier(data["session_id"], "session_id")
+        for key in ("start_time", "end_time"):
+            if data.get(key) is not None:
+                data[key] = as_utc(data[key], key)
+        if data.get("min_importance") is not None:
+            data["min_importance"] = validate_importance(data["min_importance"], "min_importance")
+        if data.get("metadata") is not None:
+            data["metadata"] = validate_metadata(data["metadata"])
+        if data.get("memory_ids") is not None:
+            data["memory_ids"] = [validate_memory_id(i, "memory_ids") for i in data["memory_ids"]]
+        return cls(**data)
