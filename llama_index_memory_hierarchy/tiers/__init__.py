@@ -1,0 +1,1 @@
+"""The four memory tiers: working, episodic, semantic, perceptual."""

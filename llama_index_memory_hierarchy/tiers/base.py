@@ -1,0 +1,215 @@
+"""``MemoryTier``: the one interface every tier implements.
+
+The async methods are the implementation; the sync twins are generated here once, by
+running the coroutine on the package runtime, so no tier repeats logic between them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Coroutine, Iterable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.types import (
+    MemoryItem,
+    MemoryType,
+    as_utc,
+    validate_identifier,
+    validate_importance,
+    validate_memory_id,
+    validate_metadata,
+)
+
+if TYPE_CHECKING:
+    from llama_index_memory_hierarchy.retrieval.retriever import TierRetriever
+    from llama_index_memory_hierarchy.runtime import Runtime
+
+T = TypeVar("T")
+
+#: Forgetting strategies every tier accepts (a tier may raise for one it cannot apply).
+FORGET_STRATEGIES = ("importance_based", "time_based", "capacity_based", "decay")
+
+
+class MemoryTier(ABC):
+    """A tier of the hierarchy, scoped to one user (and a current session)."""
+
+    memory_type: ClassVar[MemoryType]
+
+    def __init__(self, *, user_id: str, session_id: str | None, runtime: Runtime) -> None:
+        self.user_id = validate_identifier(user_id, "user_id")
+        self.session_id = None if session_id is None else validate_identifier(session_id, "session_id")
+        self._runtime = runtime
+
+    # ----------------------------------------------------------------- async core
+    @abstractmethod
+    async def aadd(
+        self,
+        item_or_text: MemoryItem | str,
+        *,
+        timestamp: datetime | str | float | None = None,
+        importance: float | None = None,
+        metadata: dict[str, Any] | None = None,
+        session_id: str | None = None,
+        dedupe: bool = False,
+    ) -> str:
+        """Store one memory; return its id."""
+
+    @abstractmethod
+    async def aadd_many(self, items: Sequence[MemoryItem | str], *, dedupe: bool = False) -> list[str]:
+        """Store many memories with one batched embedding call; return their ids in order."""
+
+    @abstractmethod
+    async def aretrieve(self, query: str, limit: int = 5, **filters: Any) -> list[MemoryItem]:
+        """Best memories for ``query`` (``score`` set), honouring ``MemoryFilter`` keys."""
+
+    @abstractmethod
+    async def aget(self, memory_id: str) -> MemoryItem | None:
+        """The memory with this id, or None (another user's id is absent too)."""
+
+    @abstractmethod
+    async def aupdate(
+        self,
+        memory_id: str,
+        content: str | None = None,
+        importance: float | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> bool:
+        """Change a memory; False when absent."""
+
+    @abstractmethod
+    async def aremove(self, memory_id: str) -> bool:
+        """Delete a memory; False when absent."""
+
+    async def ahas_memory(self, memory_id: str) -> bool:
+        """Whether this user has a memory with this id in this tier."""
+        return await self.aget(memory_id) is not None
+
+    @abstractmethod
+    async def aclear(self) -> int:
+        """Delete every memory of this user in this tier; return how many."""
+
+    @abstractmethod
+    async def aget_stats(self) -> dict[str, Any]:
+        """At least ``count`` (this user only)."""
+
+    @abstractmethod
+    async def aforget(self, strategy: str = "importance_based", *, dry_run: bool = False, **kwargs: Any) -> int:
+        """Forget memories by ``strategy`` (never pinned ones); return how many (would) go."""
+
+    # ----------------------------------------------------------------- sync twins
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._runtime.run(coro)
+
+    def add(self, item_or_text: MemoryItem | str, **kwargs: Any) -> str:
+        """Sync twin of :meth:`aadd`."""
+        return self._run(self.aadd(item_or_text, **kwargs))
+
+    def add_many(self, items: Sequence[MemoryItem | str], *, dedupe: bool = False) -> list[str]:
+        """Sync twin of :meth:`aadd_many`."""
+        return self._run(self.aadd_many(items, dedupe=dedupe))
+
+    def retrieve(self, query: str, limit: int = 5, **filters: Any) -> list[MemoryItem]:
+        """Sync twin of :meth:`aretrieve`."""
+        return self._run(self.aretrieve(query, limit, **filters))
+
+    def get(self, memory_id: str) -> MemoryItem | None:
+        """Sync twin of :meth:`aget`."""
+        return self._run(self.aget(memory_id))
+
+    def update(
+        self,
+        memory_id: str,
+        content: str | None = None,
+        importance: float | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> bool:
+        """Sync twin of :meth:`aupdate`."""
+        return self._run(self.aupdate(memory_id, content=content, importance=importance, metadata=metadata))
+
+    def remove(self, memory_id: str) -> bool:
+        """Sync twin of :meth:`aremove`."""
+        return self._run(self.aremove(memory_id))
+
+    def has_memory(self, memory_id: str) -> bool:
+        """Sync twin of :meth:`ahas_memory`."""
+        return self._run(self.ahas_memory(memory_id))
+
+    def clear(self) -> int:
+        """Sync twin of :meth:`aclear`."""
+        return self._run(self.aclear())
+
+    def get_stats(self) -> dict[str, Any]:
+        """Sync twin of :meth:`aget_stats`."""
+        return self._run(self.aget_stats())
+
+    def forget(self, strategy: str = "importance_based", *, dry_run: bool = False, **kwargs: Any) -> int:
+        """Sync twin of :meth:`aforget`."""
+        return self._run(self.aforget(strategy, dry_run=dry_run, **kwargs))
+
+    def as_retriever(self, similarity_top_k: int = 5, **filters: Any) -> TierRetriever:
+        """This tier as a LlamaIndex ``BaseRetriever`` returning ``NodeWithScore``."""
+        from llama_index_memory_hierarchy.retrieval.retriever import TierRetriever
+
+        return TierRetriever(tier=self, similarity_top_k=similarity_top_k, filters=filters)
+
+    # ----------------------------------------------------------------- helpers for tiers
+    def make_item(
+        self,
+        item_or_text: MemoryItem | str,
+        *,
+        timestamp: datetime | str | float | None = None,
+        importance: float | None = None,
+        metadata: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> MemoryItem:
+        """Normalise input to a validated item of this tier, user and session."""
+        if isinstance(item_or_text, MemoryItem):
+            item = item_or_text
+            if item.user_id not in (self.user_id, "default") and item.user_id != self.user_id:
+                raise MemoryValidationError("user_id", f"item belongs to {item.user_id!r}, not {self.user_id!r}")
+            updates: dict[str, Any] = {"user_id": self.user_id, "memory_type": self.memory_type}
+            if item.session_id is None and (session_id or self.session_id):
+                updates["session_id"] = session_id or self.session_id
+            if timestamp is not None:
+                updates["timestamp"] = as_utc(timestamp)
+            if importance is not None:
+                updates["importance"] = validate_importance(importance)
+            if metadata is not None:
+                updates["metadata"] = {**item.metadata, **validate_metadata(metadata)}
+            return item.model_copy(update=updates)
+        if not isinstance(item_or_text, str):
+            raise MemoryValidationError(
+                "item_or_text", f"expected a MemoryItem or str, got {type(item_or_text).__name__}"
+            )
+        data: dict[str, Any] = {
+            "content": item_or_text,
+            "memory_type": self.memory_type,
+            "user_id": self.user_id,
+            "session_id": session_id if session_id is not None else self.session_id,
+            "metadata": metadata or {},
+        }
+        if timestamp is not None:
+            data["timestamp"] = timestamp
+        if importance is not None:
+            data["importance"] = importance
+        return MemoryItem.create(**data)
+
+    def make_items(self, items: Iterable[MemoryItem | str]) -> list[MemoryItem]:
+        """Validate a whole batch before anything is written (all or nothing)."""
+        if isinstance(items, (str, MemoryItem)):
+            raise MemoryValidationError("items", "expected a sequence of items, got a single item")
+        return [self.make_item(item) for item in items]
+
+    @staticmethod
+    def check_id(memory_id: Any) -> str:
+        """Validate a memory id argument."""
+        return validate_memory_id(memory_id)
+
+    @staticmethod
+    def check_strategy(strategy: str) -> str:
+        """Validate a forgetting strategy name."""
+        if strategy not in FORGET_STRATEGIES:
+            raise MemoryValidationError("strategy", f"unknown {strategy!r}; choose one of {', '.join(FORGET_STRATEGIES)}")
+        return strategy
