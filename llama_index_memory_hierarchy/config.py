@@ -111,7 +111,9 @@ class MemoryConfig(BaseModel):
             raise MemoryValidationError(field, error.get("msg", str(exc))) from None
 
     @classmethod
-    def from_env(cls, prefix: str = ENV_PREFIX, environ: dict[str, str] | None = None, **overrides: Any) -> MemoryConfig:
+    def from_env(
+        cls, prefix: str = ENV_PREFIX, environ: dict[str, str] | None = None, **overrides: Any
+    ) -> MemoryConfig:
         """Read ``<prefix><FIELD>`` variables; explicit ``overrides`` win over the environment."""
         environ = dict(os.environ if environ is None else environ)
         data: dict[str, Any] = {}

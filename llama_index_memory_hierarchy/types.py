@@ -11,7 +11,7 @@ import json
 import math
 import re
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
@@ -40,7 +40,7 @@ class MemoryType(str, Enum):
 
 def utcnow() -> datetime:
     """Timezone-aware current UTC time (all stored times are UTC)."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def as_utc(value: datetime | str | float | int, field: str = "timestamp") -> datetime:
@@ -50,7 +50,7 @@ def as_utc(value: datetime | str | float | int, field: str = "timestamp") -> dat
     if isinstance(value, (int, float)):
         if not math.isfinite(value):
             raise MemoryValidationError(field, f"must be finite, got {value!r}")
-        return datetime.fromtimestamp(value, tz=timezone.utc)
+        return datetime.fromtimestamp(value, tz=UTC)
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value)
@@ -59,8 +59,8 @@ def as_utc(value: datetime | str | float | int, field: str = "timestamp") -> dat
     if not isinstance(value, datetime):
         raise MemoryValidationError(field, f"expected a datetime, got {type(value).__name__}")
     if value.tzinfo is None:
-        return value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc)
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
 
 
 def validate_identifier(value: Any, field: str) -> str:
@@ -68,9 +68,7 @@ def validate_identifier(value: Any, field: str) -> str:
     if not isinstance(value, str):
         raise MemoryValidationError(field, f"must be a string, got {type(value).__name__}")
     if not _ID_PATTERN.match(value) or value in {".", ".."}:
-        raise MemoryValidationError(
-            field, f"must be 1-128 characters of letters, digits and _.@:+-=, got {value!r}"
-        )
+        raise MemoryValidationError(field, f"must be 1-128 characters of letters, digits and _.@:+-=, got {value!r}")
     return value
 
 

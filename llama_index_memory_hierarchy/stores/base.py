@@ -96,7 +96,9 @@ class RecordStore(ABC):
         namespace: str = MEMORY_NAMESPACE,
         memory_type: MemoryType | None = None,
         filters: MemoryFilter | None = None,
-        order_by: Literal["timestamp", "-timestamp", "importance", "-importance", "created_at", "-created_at"] = "timestamp",
+        order_by: Literal[
+            "timestamp", "-timestamp", "importance", "-importance", "created_at", "-created_at"
+        ] = "timestamp",
         limit: int | None = None,
         offset: int = 0,
         with_embeddings: bool = False,
@@ -158,7 +160,9 @@ class RecordStore(ABC):
         """Mark index operations as applied."""
 
     @abstractmethod
-    async def iter_embedded(self, space: str, *, batch_size: int = 1000, after_seq: int = 0) -> list[tuple[int, Record]]:
+    async def iter_embedded(
+        self, space: str, *, batch_size: int = 1000, after_seq: int = 0
+    ) -> list[tuple[int, Record]]:
         """Records with an embedding in ``space`` after ``after_seq`` (for rebuilding an index)."""
 
 

@@ -211,5 +211,7 @@ class MemoryTier(ABC):
     def check_strategy(strategy: str) -> str:
         """Validate a forgetting strategy name."""
         if strategy not in FORGET_STRATEGIES:
-            raise MemoryValidationError("strategy", f"unknown {strategy!r}; choose one of {', '.join(FORGET_STRATEGIES)}")
+            raise MemoryValidationError(
+                "strategy", f"unknown {strategy!r}; choose one of {', '.join(FORGET_STRATEGIES)}"
+            )
         return strategy

@@ -1,0 +1,78 @@
+"""The hierarchy as ``BaseMemoryBlock``s for LlamaIndex's own ``Memory``.
+
+``Memory(memory_blocks=memory.memory_blocks())`` keeps LlamaIndex's short-term buffer
+and adds one block per tier: on each turn a block retrieves what its tiers know about
+the latest user message; the episodic block also records messages that the buffer
+flushes, so nothing said is lost.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.memory.memory import BaseMemoryBlock
+from pydantic import Field
+
+from llama_index_memory_hierarchy.retrieval.retriever import afuse_tiers
+from llama_index_memory_hierarchy.types import MemoryType
+
+if TYPE_CHECKING:
+    from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
+
+
+class HierarchyMemoryBlock(BaseMemoryBlock[str]):
+    """Memories of some tiers of a :class:`HierarchicalMemory`, retrieved for the latest user message."""
+
+    memory: Any = Field(description="The HierarchicalMemory this block reads.", exclude=True)
+    memory_types: list[MemoryType] = Field(description="Tiers this block retrieves from.")
+    top_k: int = Field(default=5, ge=1, description="Memories returned per turn.")
+
+    async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
+        from llama_index_memory_hierarchy.hierarchy import format_memory, message_text
+
+        query = next((message_text(m) for m in reversed(messages or []) if m.role == MessageRole.USER), None)
+        if not query:
+            return ""
+        memory: HierarchicalMemory = self.memory
+        tiers = memory.tiers(self.memory_types)
+        items = await memory.context.runtime.arun(afuse_tiers(tiers, query, self.top_k, rrf_k=memory.config.rrf_k))
+        return "\n".join(format_memory(item) for item in items)
+
+    async def _aput(self, messages: list[ChatMessage]) -> None:
+        if MemoryType.EPISODIC in self.memory_types and messages:
+            await self.memory.aput_messages(messages)
+
+
+def memory_blocks(memory: HierarchicalMemory, top_k: int | None = None) -> list[HierarchyMemoryBlock]:
+    """One block per durable tier plus working memory, most useful first."""
+    k = top_k or memory.config.retrieval_top_k
+    return [
+        HierarchyMemoryBlock(
+            name="episodic_memory",
+            description="Earlier conversations and events of this user.",
+            memory=memory,
+            memory_types=[MemoryType.EPISODIC],
+            top_k=k,
+            priority=1,
+            accept_short_term_memory=True,
+        ),
+        HierarchyMemoryBlock(
+            name="semantic_memory",
+            description="Facts about this user and the world.",
+            memory=memory,
+            memory_types=[MemoryType.SEMANTIC],
+            top_k=k,
+            priority=2,
+            accept_short_term_memory=False,
+        ),
+        HierarchyMemoryBlock(
+            name="working_memory",
+            description="What matters right now in this session.",
+            memory=memory,
+            memory_types=[MemoryType.WORKING],
+            top_k=k,
+            priority=3,
+            accept_short_term_memory=False,
+        ),
+    ]

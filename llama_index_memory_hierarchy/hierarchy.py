@@ -1,0 +1,388 @@
+"""``HierarchicalMemory``: the four tiers behind LlamaIndex's ``BaseMemory`` interface.
+
+Pass it as ``memory=`` to ``FunctionAgent``, ``ReActAgent`` or ``AgentWorkflow``. Every
+message put is recorded at once in working memory and, durably, in episodic memory.
+``get()`` returns this session's recent history within a token budget, preceded by one
+system message carrying the memories retrieved for the current input (or the latest
+user message) from every tier, including earlier sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Coroutine, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
+from llama_index.core.memory.types import BaseMemory
+from pydantic import Field, PrivateAttr
+
+from llama_index_memory_hierarchy.config import MemoryConfig
+from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.retrieval.retriever import HierarchyRetriever, afuse_tiers
+from llama_index_memory_hierarchy.stores.context import StoreContext
+from llama_index_memory_hierarchy.text import count_tokens
+from llama_index_memory_hierarchy.tiers.base import MemoryTier
+from llama_index_memory_hierarchy.tiers.episodic import EpisodicMemory
+from llama_index_memory_hierarchy.tiers.working import WorkingMemory
+from llama_index_memory_hierarchy.types import MAX_METADATA_BYTES, MemoryItem, MemoryType, utcnow
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: Importance given to a message by its role when the caller gives none.
+ROLE_IMPORTANCE = {"user": 0.6, "assistant": 0.4, "tool": 0.3, "system": 0.3}
+MEMORY_HEADER = (
+    "Relevant memories of this user, most relevant first (from this and earlier sessions; "
+    "use them when they help, they may be outdated):"
+)
+
+
+def message_text(message: ChatMessage) -> str:
+    """The text of a chat message; tool calls and other blocks are named in brackets."""
+    parts: list[str] = []
+    for block in message.blocks:
+        if isinstance(block, TextBlock):
+            if block.text:
+                parts.append(block.text)
+        elif isinstance(block, ToolCallBlock):
+            parts.append(f"[tool call: {block.tool_name}({block.tool_kwargs})]")
+        else:
+            parts.append(f"[{type(block).__name__.removesuffix('Block').lower()}]")
+    text = "\n".join(parts).strip()
+    return text or f"[{message.role.value} message]"
+
+
+def _serialise(message: ChatMessage) -> str | None:
+    """JSON of a message that plain text would not reproduce (tool calls, blocks), if small enough."""
+    plain = all(isinstance(block, TextBlock) for block in message.blocks) and not message.additional_kwargs
+    if plain:
+        return None
+    try:
+        data = message.model_dump_json()
+    except (TypeError, ValueError):
+        return None
+    return data if len(data.encode("utf-8")) < MAX_METADATA_BYTES // 2 else None
+
+
+def _to_message(item: MemoryItem) -> ChatMessage:
+    raw = item.metadata.get("chat_message")
+    if raw:
+        try:
+            return ChatMessage.model_validate_json(raw)
+        except ValueError:
+            logger.warning("memory %s: stored chat message unreadable; using its text", item.id)
+    return ChatMessage(role=item.metadata.get("role", "user"), content=item.content)
+
+
+class HierarchicalMemory(BaseMemory):
+    """Working, episodic, semantic and perceptual memory for one user and session."""
+
+    config: MemoryConfig = Field(default_factory=MemoryConfig, description="Settings of the hierarchy.")
+    user_id: str = Field(description="Whose memories these are.")
+    session_id: str = Field(description="The current conversation.")
+
+    _context: StoreContext = PrivateAttr()
+    _working: WorkingMemory = PrivateAttr()
+    _episodic: EpisodicMemory = PrivateAttr()
+    _extra_tiers: dict[str, MemoryTier] = PrivateAttr(default_factory=dict)
+    _history: list[tuple[str, ChatMessage, int]] | None = PrivateAttr(default=None)
+    _history_floor: datetime | None = PrivateAttr(default=None)
+    _history_lock: asyncio.Lock | None = PrivateAttr(default=None)
+    _context_cache: tuple[tuple[Any, ...], ChatMessage | None] | None = PrivateAttr(default=None)
+    _version: int = PrivateAttr(default=0)
+    _closed: bool = PrivateAttr(default=False)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "HierarchicalMemory"
+
+    @classmethod
+    def from_defaults(
+        cls,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        persist_dir: str | None = None,
+        *,
+        config: MemoryConfig | None = None,
+        embed_model: Any = None,
+        **config_overrides: Any,
+    ) -> HierarchicalMemory:
+        """Open (or create) the memory of ``user_id`` in ``persist_dir``, offline by default.
+
+        Settings come from ``config``, else from ``LMH_*`` environment variables, with the
+        explicit arguments winning. ``embed_model`` takes any LlamaIndex ``BaseEmbedding``.
+        """
+        overrides = {"user_id": user_id, "session_id": session_id, "persist_dir": persist_dir, **config_overrides}
+        if config is None:
+            config = MemoryConfig.from_env(**overrides)
+        else:
+            changes = {k: v for k, v in overrides.items() if v is not None}
+            config = MemoryConfig.create(**{**config.model_dump(), **changes}) if changes else config
+        session = config.session_id or f"session-{uuid.uuid4().hex[:12]}"
+        context = StoreContext.acquire(config, embed_model=embed_model)
+        memory = cls(config=config, user_id=config.user_id, session_id=session)
+        memory._attach(context)
+        return memory
+
+    def _attach(self, context: StoreContext) -> None:
+        self._context = context
+        self._episodic = EpisodicMemory(user_id=self.user_id, session_id=self.session_id, context=context)
+        self._working = WorkingMemory(
+            user_id=self.user_id,
+            session_id=self.session_id,
+            runtime=context.runtime,
+            config=self.config,
+            embeddings=context.embeddings,
+        )
+
+    # ------------------------------------------------------------------ tiers
+    @property
+    def context(self) -> StoreContext:
+        """The shared stores behind this memory."""
+        return self._context
+
+    @property
+    def working(self) -> WorkingMemory:
+        """Short-lived, in-process context of this session."""
+        return self._working
+
+    @property
+    def episodic(self) -> EpisodicMemory:
+        """Durable, time-ordered record of every turn and event."""
+        return self._episodic
+
+    @property
+    def semantic(self) -> MemoryTier:
+        """Facts and the knowledge graph."""
+        return self._tier("semantic")
+
+    @property
+    def perceptual(self) -> MemoryTier:
+        """Images, audio, video and other non-text inputs."""
+        return self._tier("perceptual")
+
+    def _tier(self, name: str) -> MemoryTier:
+        if name not in self._extra_tiers:
+            if name == "semantic":
+                from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory as tier_class
+            else:
+                from llama_index_memory_hierarchy.tiers.perceptual import PerceptualMemory as tier_class
+            self._extra_tiers[name] = tier_class(
+                user_id=self.user_id, session_id=self.session_id, context=self._context
+            )
+        return self._extra_tiers[name]
+
+    def tiers(self, memory_types: Sequence[MemoryType | str] | None = None) -> list[MemoryTier]:
+        """The tiers named (default: all four), in hierarchy order."""
+        names = [MemoryType(t).value for t in memory_types] if memory_types else [t.value for t in MemoryType]
+        by_name = {"working": lambda: self.working, "episodic": lambda: self.episodic}
+        return [by_name[name]() if name in by_name else self._tier(name) for name in names]
+
+    def as_retriever(
+        self, similarity_top_k: int = 5, memory_types: Sequence[MemoryType | str] | None = None, **filters: Any
+    ) -> HierarchyRetriever:
+        """A LlamaIndex retriever fusing the chosen tiers by reciprocal rank."""
+        return HierarchyRetriever(
+            self.tiers(memory_types), similarity_top_k=similarity_top_k, filters=filters, rrf_k=self.config.rrf_k
+        )
+
+    def memory_blocks(self) -> list[Any]:
+        """The tiers as ``BaseMemoryBlock``s for ``llama_index.core.memory.Memory(memory_blocks=...)``."""
+        from llama_index_memory_hierarchy.blocks import memory_blocks
+
+        return memory_blocks(self)
+
+    # ------------------------------------------------------------------ runtime plumbing
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._context.runtime.run(coro)
+
+    async def _arun(self, coro: Coroutine[Any, Any, T]) -> T:
+        return await self._context.runtime.arun(coro)
+
+    # ------------------------------------------------------------------ BaseMemory: writes
+    def put(self, message: ChatMessage) -> None:
+        """Record one message in working and episodic memory."""
+        self._run(self._aput_messages([message]))
+
+    async def aput(self, message: ChatMessage) -> None:
+        """Async twin of :meth:`put`."""
+        await self._arun(self._aput_messages([message]))
+
+    def put_messages(self, messages: list[ChatMessage]) -> None:
+        """Record several messages with one embedding batch and one transaction."""
+        self._run(self._aput_messages(messages))
+
+    async def aput_messages(self, messages: list[ChatMessage]) -> None:
+        """Async twin of :meth:`put_messages`."""
+        await self._arun(self._aput_messages(messages))
+
+    def set(self, messages: list[ChatMessage]) -> None:
+        """Make ``messages`` this session's short-term history (recording new ones)."""
+        self._run(self._aset(messages))
+
+    async def aset(self, messages: list[ChatMessage]) -> None:
+        """Async twin of :meth:`set`."""
+        await self._arun(self._aset(messages))
+
+    def reset(self) -> None:
+        """Start a fresh short-term context; long-term memories stay (use ``forget`` to delete)."""
+        self._run(self._areset())
+
+    async def areset(self) -> None:
+        """Async twin of :meth:`reset`."""
+        await self._arun(self._areset())
+
+    async def _aput_messages(self, messages: Sequence[ChatMessage], *, dedupe: bool = False) -> list[str]:
+        if not messages:
+            return []
+        items: list[MemoryItem] = []
+        now = utcnow()
+        for position, message in enumerate(messages):
+            if not isinstance(message, ChatMessage):
+                raise MemoryValidationError(
+                    f"messages[{position}]", f"expected a ChatMessage, got {type(message).__name__}"
+                )
+            metadata: dict[str, Any] = {"role": message.role.value}
+            raw = _serialise(message)
+            if raw is not None:
+                metadata["chat_message"] = raw
+            items.append(
+                MemoryItem.create(
+                    content=message_text(message),
+                    memory_type=MemoryType.EPISODIC,
+                    user_id=self.user_id,
+                    session_id=self.session_id,
+                    timestamp=now,
+                    importance=ROLE_IMPORTANCE.get(message.role.value, 0.4),
+                    metadata=metadata,
+                )
+            )
+        vectors = await self._context.embeddings.aembed_texts([item.content for item in items])
+        ids = await self._episodic.aadd_items(items, embeddings=list(vectors), dedupe=dedupe)
+        for item, vector in zip(items, vectors, strict=True):
+            if item.metadata["role"] in ("user", "assistant"):
+                await self._working.aadd(item, embedding=vector)
+        history = await self._ahistory()
+        known = {memory_id for memory_id, _, _ in history}
+        for memory_id, message in zip(ids, messages, strict=True):
+            if memory_id not in known:
+                history.append((memory_id, message, count_tokens(message_text(message))))
+        self._version += 1
+        return ids
+
+    async def _aset(self, messages: list[ChatMessage]) -> None:
+        await self._areset()
+        await self._aput_messages(messages, dedupe=True)
+
+    async def _areset(self) -> None:
+        self._history = []
+        self._history_floor = utcnow()
+        self._context_cache = None
+        await self._working.aclear()
+
+    # ------------------------------------------------------------------ BaseMemory: reads
+    async def _ahistory(self) -> list[tuple[str, ChatMessage, int]]:
+        """This session's messages (loaded once from episodic memory, then kept in step)."""
+        if self._history_lock is None:
+            self._history_lock = asyncio.Lock()
+        async with self._history_lock:
+            if self._history is None:
+                items = await self._episodic.aget_session(self.session_id)
+                if self._history_floor is not None:
+                    items = [item for item in items if item.timestamp >= self._history_floor]
+                self._history = [(i.id, _to_message(i), count_tokens(i.content)) for i in items]
+            return self._history
+
+    def get_all(self) -> list[ChatMessage]:
+        """Every message of this session's short-term history."""
+        return self._run(self._aget_all())
+
+    async def aget_all(self) -> list[ChatMessage]:
+        """Async twin of :meth:`get_all`."""
+        return await self._arun(self._aget_all())
+
+    async def _aget_all(self) -> list[ChatMessage]:
+        return [message for _, message, _ in await self._ahistory()]
+
+    def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+        """Recent history within the token budget, preceded by the retrieved memories."""
+        return self._run(self._aget(input, **kwargs))
+
+    async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+        """Async twin of :meth:`get`."""
+        return await self._arun(self._aget(input, **kwargs))
+
+    async def _aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+        history = await self._ahistory()
+        window: list[tuple[str, ChatMessage, int]] = []
+        used = 0
+        for entry in reversed(history):
+            if used + entry[2] > self.config.chat_history_token_limit and window:
+                break
+            window.append(entry)
+            used += entry[2]
+        window.reverse()
+        while len(window) > 1 and window[0][1].role in (MessageRole.TOOL, MessageRole.ASSISTANT):
+            window.pop(0)  # never start with a tool result or an answer cut from its question
+        query = input
+        if query is None:
+            query = next((message_text(m) for _, m, _ in reversed(history) if m.role == MessageRole.USER), None)
+        memory_message = (
+            await self._amemory_message(query, {memory_id for memory_id, _, _ in window}) if query else None
+        )
+        messages = [message for _, message, _ in window]
+        return [memory_message, *messages] if memory_message is not None else messages
+
+    async def _amemory_message(self, query: str, exclude: set[str]) -> ChatMessage | None:
+        key = (query, self._version, frozenset(exclude))
+        if self._context_cache is not None and self._context_cache[0] == key:
+            return self._context_cache[1]
+        limit = self.config.retrieval_top_k
+        tiers: list[MemoryTier] = [self._episodic, *self._extra_tiers.values()]
+        try:
+            items = await afuse_tiers(tiers, query, limit + len(exclude), rrf_k=self.config.rrf_k)
+        except MemoryValidationError:
+            items = []
+        items = [item for item in items if item.id not in exclude][:limit]
+        important = [i for i in self._working.get_important(limit) if i.id not in exclude and i.importance >= 0.7]
+        lines: list[str] = []
+        budget = self.config.memory_context_token_limit - count_tokens(MEMORY_HEADER)
+        seen: set[str] = set()
+        for item in [*important, *items]:
+            if item.id in seen:
+                continue
+            seen.add(item.id)
+            line = format_memory(item)
+            cost = count_tokens(line)
+            if cost > budget:
+                break
+            lines.append(line)
+            budget -= cost
+        message = ChatMessage(role=MessageRole.SYSTEM, content="\n".join([MEMORY_HEADER, *lines])) if lines else None
+        self._context_cache = (key, message)
+        return message
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        """Release this memory's hold on the shared stores (the last one closes them)."""
+        if not self._closed:
+            self._closed = True
+            self._context.release()
+
+    def __enter__(self) -> HierarchicalMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def format_memory(item: MemoryItem) -> str:
+    """One memory as a context line: when, which tier, who, what."""
+    when = item.timestamp.strftime("%Y-%m-%d %H:%M")
+    role = item.metadata.get("role") or item.metadata.get("speaker")
+    who = f" · {role}" if role else ""
+    return f"- [{when} · {item.memory_type.value}{who}] {item.content}"

@@ -1,0 +1,1 @@
+"""Retrieval: rank fusion and scoring (``fusion``), LlamaIndex retrievers (``retriever``)."""

@@ -1,0 +1,346 @@
+"""Working memory: a small, short-lived, in-process context of what matters right now.
+
+Bounded three ways, like human working memory: a capacity in items, a budget in
+tokens (counted with a real tokenizer) and a time to live. When full, the item with
+the lowest priority (importance decayed by age, boosted by use; pinned items last)
+is evicted and handed to ``on_evict`` so the hierarchy can consolidate it.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from llama_index_memory_hierarchy.config import MemoryConfig
+from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.retrieval.fusion import score_items
+from llama_index_memory_hierarchy.text import count_tokens, keyword_tokens
+from llama_index_memory_hierarchy.tiers.base import MemoryTier
+from llama_index_memory_hierarchy.types import MemoryFilter, MemoryItem, MemoryType, utcnow, validate_metadata
+
+if TYPE_CHECKING:
+    from llama_index_memory_hierarchy.embeddings import EmbeddingService
+    from llama_index_memory_hierarchy.runtime import Runtime
+
+EvictionHandler = Callable[[list[MemoryItem]], Awaitable[None]]
+
+
+@dataclass
+class _Slot:
+    item: MemoryItem
+    tokens: int
+    terms: frozenset[str]
+    vector: np.ndarray | None
+
+
+def matches(item: MemoryItem, flt: MemoryFilter) -> bool:
+    """Whether an item passes a :class:`MemoryFilter` (in-process tiers filter in Python)."""
+    if flt.session_id is not None and item.session_id != flt.session_id:
+        return False
+    if flt.start_time is not None and item.timestamp < flt.start_time:
+        return False
+    if flt.end_time is not None and item.timestamp > flt.end_time:
+        return False
+    if flt.min_importance is not None and item.importance < flt.min_importance:
+        return False
+    if flt.memory_ids is not None and item.id not in flt.memory_ids:
+        return False
+    return not flt.metadata or all(item.metadata.get(k) == v for k, v in flt.metadata.items())
+
+
+class WorkingMemory(MemoryTier):
+    """Short-lived context with capacity, token budget, TTL and priority eviction."""
+
+    memory_type = MemoryType.WORKING
+
+    def __init__(
+        self,
+        *,
+        user_id: str,
+        session_id: str | None,
+        runtime: Runtime,
+        config: MemoryConfig | None = None,
+        embeddings: EmbeddingService | None = None,
+        on_evict: EvictionHandler | None = None,
+    ) -> None:
+        super().__init__(user_id=user_id, session_id=session_id, runtime=runtime)
+        self.config = config or MemoryConfig()
+        self._embeddings = embeddings
+        self._on_evict = on_evict
+        self._slots: dict[str, _Slot] = {}
+        self._tokens = 0
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ priority and bounds
+    def priority(self, item: MemoryItem, now: datetime | None = None) -> float:
+        """Importance decayed by age, boosted by accesses; pinned items rank above all."""
+        if item.pinned:
+            return math.inf
+        now = now or utcnow()
+        moment = max(item.timestamp, item.last_accessed) if item.last_accessed else item.timestamp
+        age = max((now - moment).total_seconds(), 0.0)
+        decay = math.pow(0.5, age / self.config.working_decay_half_life_seconds)
+        return item.importance * decay + 0.05 * math.log1p(item.access_count)
+
+    def _expired(self, item: MemoryItem, now: datetime) -> bool:
+        return not item.pinned and now - item.created_at > timedelta(seconds=self.config.working_ttl_seconds)
+
+    def _drop(self, memory_id: str) -> _Slot | None:
+        slot = self._slots.pop(memory_id, None)
+        if slot is not None:
+            self._tokens -= slot.tokens
+        return slot
+
+    def _purge_expired(self) -> None:
+        now = utcnow()
+        for memory_id in [i for i, s in self._slots.items() if self._expired(s.item, now)]:
+            self._drop(memory_id)
+
+    def _evict_overflow(self, keep: set[str]) -> list[MemoryItem]:
+        """Evict lowest-priority items until within capacity and token budget."""
+        evicted: list[MemoryItem] = []
+        now = utcnow()
+        while len(self._slots) > self.config.working_capacity or self._tokens > self.config.working_token_budget:
+            candidates = [s for i, s in self._slots.items() if i not in keep]
+            if not candidates:
+                break
+            victim = min(candidates, key=lambda s: (self.priority(s.item, now), s.item.created_at))
+            self._drop(victim.item.id)
+            evicted.append(victim.item)
+        return evicted
+
+    # ------------------------------------------------------------------ writes
+    async def aadd(
+        self,
+        item_or_text: MemoryItem | str,
+        *,
+        timestamp: Any = None,
+        importance: float | None = None,
+        metadata: dict[str, Any] | None = None,
+        session_id: str | None = None,
+        dedupe: bool = False,
+        embedding: np.ndarray | None = None,
+    ) -> str:
+        """Hold one item; ``embedding`` reuses a vector the caller already computed."""
+        item = self.make_item(
+            item_or_text, timestamp=timestamp, importance=importance, metadata=metadata, session_id=session_id
+        )
+        vectors = None if embedding is None else [embedding]
+        return (await self._aadd_items([item], dedupe=dedupe, vectors=vectors))[0]
+
+    async def aadd_many(self, items: Sequence[MemoryItem | str], *, dedupe: bool = False) -> list[str]:
+        return await self._aadd_items(self.make_items(items), dedupe=dedupe)
+
+    async def _aadd_items(
+        self, items: list[MemoryItem], *, dedupe: bool, vectors: Sequence[np.ndarray] | None = None
+    ) -> list[str]:
+        tokens = [count_tokens(item.content) for item in items]
+        for item, count in zip(items, tokens, strict=True):
+            if count > self.config.working_token_budget:
+                raise MemoryValidationError(
+                    "content", f"{count} tokens exceed the working memory budget of {self.config.working_token_budget}"
+                )
+        if vectors is None and self._embeddings is not None:
+            vectors = list(await self._embeddings.aembed_texts([item.content for item in items]))
+        ids: list[str] = []
+        with self._lock:
+            self._purge_expired()
+            for position, (item, count) in enumerate(zip(items, tokens, strict=True)):
+                existing = self._find_duplicate(item) if dedupe else None
+                if existing is not None:
+                    ids.append(existing)
+                    continue
+                self._drop(item.id)
+                vector = None if vectors is None else np.asarray(vectors[position], dtype=np.float32)
+                self._slots[item.id] = _Slot(item, count, frozenset(keyword_tokens(item.content)), vector)
+                self._tokens += count
+                ids.append(item.id)
+            evicted = self._evict_overflow(keep={ids[-1]} if ids else set())
+        if evicted and self._on_evict is not None:
+            await self._on_evict(evicted)
+        return ids
+
+    def _find_duplicate(self, item: MemoryItem) -> str | None:
+        for slot in self._slots.values():
+            if slot.item.content == item.content and slot.item.session_id == item.session_id:
+                return slot.item.id
+        return None
+
+    async def aupdate(
+        self,
+        memory_id: str,
+        content: str | None = None,
+        importance: float | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> bool:
+        memory_id = self.check_id(memory_id)
+        with self._lock:
+            slot = self._slots.get(memory_id)
+            if slot is None:
+                return False
+            changes: dict[str, Any] = {}
+            if content is not None:
+                changes["content"] = content
+            if importance is not None:
+                changes["importance"] = importance
+            if metadata is not None:
+                changes["metadata"] = {**slot.item.metadata, **validate_metadata(metadata)}
+            updated = MemoryItem.create(**{**slot.item.model_dump(), **changes})
+        vector = slot.vector
+        if content is not None and self._embeddings is not None:
+            vector = (await self._embeddings.aembed_texts([updated.content]))[0]
+        with self._lock:
+            if self._drop(memory_id) is None:
+                return False
+            count = count_tokens(updated.content)
+            self._slots[memory_id] = _Slot(updated, count, frozenset(keyword_tokens(updated.content)), vector)
+            self._tokens += count
+            evicted = self._evict_overflow(keep={memory_id})
+        if evicted and self._on_evict is not None:
+            await self._on_evict(evicted)
+        return True
+
+    async def aremove(self, memory_id: str) -> bool:
+        memory_id = self.check_id(memory_id)
+        with self._lock:
+            return self._drop(memory_id) is not None
+
+    async def aclear(self) -> int:
+        with self._lock:
+            count = len(self._slots)
+            self._slots.clear()
+            self._tokens = 0
+            return count
+
+    async def apin(self, memory_id: str, pinned: bool = True) -> bool:
+        """Pin an item so that it is never evicted, expired or forgotten."""
+        memory_id = self.check_id(memory_id)
+        with self._lock:
+            slot = self._slots.get(memory_id)
+            if slot is None:
+                return False
+            slot.item = slot.item.model_copy(update={"pinned": pinned})
+            return True
+
+    # ------------------------------------------------------------------ reads
+    async def aget(self, memory_id: str) -> MemoryItem | None:
+        memory_id = self.check_id(memory_id)
+        with self._lock:
+            self._purge_expired()
+            slot = self._slots.get(memory_id)
+            return None if slot is None else slot.item
+
+    async def aretrieve(self, query: str, limit: int = 5, **filters: Any) -> list[MemoryItem]:
+        flt = MemoryFilter.from_kwargs(**filters)
+        terms = frozenset(keyword_tokens(query))
+        query_vector = None
+        if self._embeddings is not None and query.strip():
+            query_vector = await self._embeddings.aembed_query(query)
+        with self._lock:
+            self._purge_expired()
+            slots = [s for s in self._slots.values() if matches(s.item, flt)]
+            relevance: dict[str, float] = {}
+            for slot in slots:
+                lexical = (
+                    len(terms & slot.terms) / math.sqrt(len(terms) * len(slot.terms)) if terms and slot.terms else 0.0
+                )
+                dense = (
+                    float(np.dot(query_vector, slot.vector))
+                    if query_vector is not None and slot.vector is not None
+                    else 0.0
+                )
+                relevance[slot.item.id] = 0.5 * lexical + 0.5 * max(dense, 0.0)
+            ranked = score_items(
+                [s.item for s in slots if relevance[s.item.id] > 0] or [s.item for s in slots],
+                relevance,
+                now=utcnow(),
+                relevance_weight=self.config.relevance_weight,
+                recency_weight=self.config.recency_weight,
+                importance_weight=self.config.importance_weight,
+                half_life_hours=self.config.working_decay_half_life_seconds / 3600.0,
+            )[:limit]
+            self._touch([item.id for item in ranked])
+        return ranked
+
+    def _touch(self, ids: Sequence[str]) -> None:
+        now = utcnow()
+        for memory_id in ids:
+            slot = self._slots.get(memory_id)
+            if slot is not None:
+                slot.item = slot.item.model_copy(
+                    update={"access_count": slot.item.access_count + 1, "last_accessed": now}
+                )
+
+    def get_recent(self, n: int = 5) -> list[MemoryItem]:
+        """The ``n`` most recent items, newest first."""
+        with self._lock:
+            self._purge_expired()
+            return sorted((s.item for s in self._slots.values()), key=lambda i: i.timestamp, reverse=True)[:n]
+
+    def get_important(self, n: int = 5) -> list[MemoryItem]:
+        """The ``n`` items of highest priority."""
+        with self._lock:
+            self._purge_expired()
+            now = utcnow()
+            return sorted((s.item for s in self._slots.values()), key=lambda i: self.priority(i, now), reverse=True)[:n]
+
+    def get_context_summary(self, max_chars: int = 1000) -> str:
+        """A compact text of the highest-priority items, within ``max_chars``."""
+        lines: list[str] = []
+        used = 0
+        for item in self.get_important(len(self._slots)):
+            line = f"- {item.content}"
+            if used + len(line) + 1 > max_chars:
+                if not lines:
+                    lines.append(line[: max(max_chars - 1, 0)] + "…")
+                break
+            lines.append(line)
+            used += len(line) + 1
+        return "\n".join(lines)
+
+    @property
+    def token_count(self) -> int:
+        """Tokens currently held."""
+        return self._tokens
+
+    async def aget_stats(self) -> dict[str, Any]:
+        with self._lock:
+            self._purge_expired()
+            return {
+                "count": len(self._slots),
+                "tokens": self._tokens,
+                "capacity": self.config.working_capacity,
+                "token_budget": self.config.working_token_budget,
+                "pinned": sum(1 for s in self._slots.values() if s.item.pinned),
+            }
+
+    async def aforget(self, strategy: str = "importance_based", *, dry_run: bool = False, **kwargs: Any) -> int:
+        """Forget by strategy: ``threshold`` (importance/decay), ``older_than`` seconds (time),
+        ``keep`` items (capacity). Pinned items always stay."""
+        self.check_strategy(strategy)
+        now = utcnow()
+        with self._lock:
+            items = [s.item for s in self._slots.values() if not s.item.pinned]
+            if strategy == "importance_based":
+                threshold = float(kwargs.get("threshold", 0.3))
+                doomed = [i for i in items if i.importance < threshold]
+            elif strategy == "decay":
+                threshold = float(kwargs.get("threshold", 0.1))
+                doomed = [i for i in items if self.priority(i, now) < threshold]
+            elif strategy == "time_based":
+                older_than = float(kwargs.get("older_than", self.config.working_ttl_seconds))
+                doomed = [i for i in items if (now - i.timestamp).total_seconds() > older_than]
+            else:
+                keep = int(kwargs.get("keep", self.config.working_capacity // 2))
+                ranked = sorted(items, key=lambda i: self.priority(i, now), reverse=True)
+                doomed = ranked[max(keep - (len(self._slots) - len(items)), 0) :]
+            if not dry_run:
+                for item in doomed:
+                    self._drop(item.id)
+        return len(doomed)
