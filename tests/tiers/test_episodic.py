@@ -1,0 +1,137 @@
+"""Episodic memory on the embedded stores: durable, hybrid retrieval, filters, timeline, scoping."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
+
+
+def test_add_retrieve_round_trip(make_memory) -> None:
+    episodic = make_memory().episodic
+    ids = episodic.add_many(
+        [
+            MemoryItem(content="We planned a trip to Kyoto in April", timestamp=T0, importance=0.7),
+            MemoryItem(content="The user adopted a dog named Biscuit", timestamp=T0 + timedelta(days=1)),
+            MemoryItem(content="Quarterly taxes are due on the 15th", timestamp=T0 + timedelta(days=2)),
+        ]
+    )
+    assert len(set(ids)) == 3
+    results = episodic.retrieve("what is my dog called?", limit=2)
+    assert results[0].content == "The user adopted a dog named Biscuit"
+    assert results[0].memory_type is MemoryType.EPISODIC and results[0].score is not None
+    item = episodic.get(ids[0])
+    assert item.timestamp == T0 and item.importance == 0.7 and item.session_id == "s1"
+
+
+def test_keyword_signal_finds_rare_terms(make_memory) -> None:
+    episodic = make_memory().episodic
+    episodic.add_many([f"note number {i} about groceries" for i in range(30)] + ["serial XK-4471 belongs to the router"])
+    assert episodic.retrieve("XK-4471", limit=1)[0].content == "serial XK-4471 belongs to the router"
+
+
+def test_chinese_text_is_searchable(make_memory) -> None:
+    episodic = make_memory().episodic
+    episodic.add_many(["我喜欢学习Python编程", "今天天气很好", "明天去北京开会"])
+    assert episodic.retrieve("北京", limit=1)[0].content == "明天去北京开会"
+
+
+def test_filters_session_time_importance_metadata(make_memory) -> None:
+    episodic = make_memory().episodic
+    episodic.add("tea in s1", timestamp=T0, importance=0.2, metadata={"topic": "tea"})
+    episodic.add("tea in s2", timestamp=T0 + timedelta(days=3), importance=0.9, session_id="s2", metadata={"topic": "tea"})
+    episodic.add("coffee in s2", timestamp=T0 + timedelta(days=3), session_id="s2", metadata={"topic": "coffee"})
+    contents = lambda items: sorted(i.content for i in items)  # noqa: E731
+    assert contents(episodic.retrieve("tea", session_id="s2")) == ["coffee in s2", "tea in s2"]
+    assert contents(episodic.retrieve("tea", start_time=T0 + timedelta(days=1))) == ["coffee in s2", "tea in s2"]
+    assert contents(episodic.retrieve("tea", time_range=(T0, T0 + timedelta(hours=1)))) == ["tea in s1"]
+    assert contents(episodic.retrieve("tea", min_importance=0.8)) == ["tea in s2"]
+    assert contents(episodic.retrieve("drink", metadata={"topic": "coffee"})) == ["coffee in s2"]
+    with pytest.raises(MemoryValidationError, match="colour"):
+        episodic.retrieve("tea", colour="red")
+
+
+def test_timeline_session_and_patterns(make_memory) -> None:
+    episodic = make_memory().episodic
+    for day in range(4):
+        episodic.add(f"practised guitar chords on day {day}", timestamp=T0 + timedelta(days=day), session_id=f"d{day}")
+        episodic.add(f"ate lunch item {day}", timestamp=T0 + timedelta(days=day, hours=3), session_id=f"d{day}")
+    timeline = episodic.get_timeline(T0 + timedelta(days=1), T0 + timedelta(days=2, hours=5))
+    assert [i.timestamp for i in timeline] == sorted(i.timestamp for i in timeline)
+    assert len(timeline) == 4
+    assert [i.content for i in episodic.get_session("d0")] == ["practised guitar chords on day 0", "ate lunch item 0"]
+    patterns = episodic.find_patterns()
+    topics = [t["topic"] for t in patterns["recurring_topics"]]
+    assert "guitar" in topics and "chords" in topics
+    assert patterns["active_hours"] == {9: 4, 12: 4}
+
+
+def test_retrieval_bumps_access(make_memory) -> None:
+    memory = make_memory()
+    memory_id = memory.episodic.add("the wifi password is on the fridge")
+    memory.episodic.retrieve("wifi password")
+    memory.context.runtime.run(_settle(memory))
+    item = memory.episodic.get(memory_id)
+    assert item.access_count == 1 and item.last_accessed is not None
+
+
+async def _settle(memory) -> None:
+    import asyncio
+
+    await asyncio.gather(*memory.context._background)
+
+
+def test_dedupe_is_idempotent_on_request(make_memory) -> None:
+    episodic = make_memory().episodic
+    first = episodic.add("same words", dedupe=True)
+    assert episodic.add("same words", dedupe=True) == first
+    assert episodic.add("same words") != first
+    assert episodic.get_stats()["count"] == 2
+
+
+def test_update_remove_clear_and_forget(make_memory) -> None:
+    episodic = make_memory().episodic
+    memory_id = episodic.add("my locker code is 1234", importance=0.2)
+    assert episodic.update(memory_id, content="my locker code is 9876", importance=0.9)
+    assert episodic.retrieve("locker code", limit=1)[0].content == "my locker code is 9876"
+    old = episodic.add("old news", timestamp=T0, importance=0.1)
+    assert episodic.forget("time_based", older_than=86400, dry_run=True) == 1
+    assert episodic.has_memory(old)
+    assert episodic.forget("time_based", older_than=86400) == 1
+    assert not episodic.has_memory(old)
+    assert episodic.remove(memory_id) and not episodic.remove(memory_id)
+    episodic.add("a"), episodic.add("b")
+    assert episodic.clear() == 2
+    assert episodic.retrieve("a") == []
+
+
+def test_two_users_never_see_each_other(make_memory) -> None:
+    alice, bob = make_memory("alice"), make_memory("bob")
+    secret = alice.episodic.add("Alice's bank PIN is 4321")
+    bob.episodic.add("Bob likes sailing")
+    assert bob.episodic.get(secret) is None
+    assert all("PIN" not in i.content for i in bob.episodic.retrieve("bank PIN", limit=10))
+    assert not bob.episodic.update(secret, content="hacked") and not bob.episodic.remove(secret)
+    nodes = bob.episodic.as_retriever(similarity_top_k=10).retrieve("bank PIN")
+    assert all(n.node.metadata["user_id"] == "bob" for n in nodes)
+    assert bob.episodic.clear() == 1
+    assert alice.episodic.get(secret).content == "Alice's bank PIN is 4321"
+    assert alice.episodic.get_stats()["count"] == 1
+
+
+def test_bad_input_is_rejected_before_writing(make_memory) -> None:
+    episodic = make_memory().episodic
+    with pytest.raises(MemoryValidationError, match="item_or_text"):
+        episodic.add_many(["fine", MemoryItem(content="ok"), "also fine", 3])  # type: ignore[list-item]
+    with pytest.raises(MemoryValidationError, match="importance"):
+        episodic.add("x", importance=float("inf"))
+    with pytest.raises(MemoryValidationError, match="metadata"):
+        episodic.add("x", metadata={"bad": float("nan")})
+    with pytest.raises(MemoryValidationError, match="limit"):
+        episodic.retrieve("x", limit=0)
+    assert episodic.get_stats()["count"] == 0
