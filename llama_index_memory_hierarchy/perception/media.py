@@ -13,6 +13,7 @@ their size and format.
 from __future__ import annotations
 
 import codecs
+import io
 import logging
 import re
 from dataclasses import dataclass, field
@@ -445,18 +446,51 @@ def _read_av(path: Path, name: str, modality: Modality, ext: str) -> MediaInfo:
     return MediaInfo(modality, ext, mime_type(ext, modality), meta, phash=phash)
 
 
-def _video_phash(container: Any, stream: Any, duration_s: float | None) -> str | None:
-    """phash of the keyframe nearest before the middle (first frames are often black fades)."""
+def _middle_keyframe(container: Any, stream: Any, duration_s: float | None) -> Any:
+    """The keyframe nearest before the middle as a PIL image (first frames are often black fades)."""
     import av
 
     if duration_s:
         try:
             container.seek(int(duration_s / 2 * av.time_base), backward=True, any_frame=False)
         except Exception:  # unseekable stream: decode from where we are (the start)
-            logger.debug("cannot seek in video; hashing its first frame")
+            logger.debug("cannot seek in video; using its first frame")
     for frame in container.decode(stream):
-        return image_phash(frame.to_image())
+        return frame.to_image()
     return None
+
+
+def _video_phash(container: Any, stream: Any, duration_s: float | None) -> str | None:
+    """phash of the middle keyframe."""
+    image = _middle_keyframe(container, stream, duration_s)
+    return None if image is None else image_phash(image)
+
+
+def video_keyframe(path: Path) -> Any:
+    """The middle keyframe of a video as a PIL image; None without PyAV or frames."""
+    try:
+        import av
+    except ImportError:
+        return None
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                return None
+            duration = container.duration / av.time_base if container.duration else None
+            return _middle_keyframe(container, container.streams.video[0], duration)
+    except Exception as exc:
+        raise _malformed(Path(path).name, "video", exc) from exc
+
+
+def video_keyframe_png(path: Path) -> io.BytesIO | None:
+    """The middle keyframe encoded as PNG (for image encoders and multi-modal LLMs)."""
+    image = video_keyframe(path)
+    if image is None:
+        return None
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    buffer.seek(0)
+    return buffer
 
 
 def read_video_metadata(path: Path, name: str, ext: str) -> MediaInfo:
