@@ -1,0 +1,151 @@
+"""Extraction with a (scripted) LLM and offline with spaCy, jieba and the no-spaCy fallback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import pytest
+from llama_index.core.llms import CompletionResponse, CompletionResponseGen, CustomLLM, LLMMetadata
+from pydantic import Field
+
+from llama_index_memory_hierarchy import extraction
+from llama_index_memory_hierarchy.extraction import (
+    USER_ENTITY,
+    LLMExtractor,
+    OfflineExtractor,
+    default_extractor,
+    normalize_predicate,
+)
+
+
+class ScriptedLLM(CustomLLM):
+    """Answers every prompt with the JSON scripted for the first key found in it."""
+
+    script: dict[str, Any] = Field(default_factory=dict)
+    calls: int = 0
+    active: int = 0
+    peak: int = 0
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="scripted-1")
+
+    def _answer(self, prompt: str) -> str:
+        for key, value in self.script.items():
+            if key in prompt:
+                if value == "boom":
+                    raise RuntimeError("LLM down")
+                return json.dumps(value)
+        return json.dumps({"triplets": []})
+
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        self.calls += 1
+        return CompletionResponse(text=self._answer(prompt))
+
+    async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        self.calls += 1
+        self.active += 1
+        self.peak = max(self.peak, self.active)
+        try:
+            await asyncio.sleep(0.01)
+            return CompletionResponse(text=self._answer(prompt))
+        finally:
+            self.active -= 1
+
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        yield self.complete(prompt)
+
+
+def facts_of(result: extraction.Extraction) -> set[tuple[str, str, str]]:
+    return {(f.subject, f.predicate, f.object) for f in result.facts}
+
+
+async def test_llm_structured_output_batched_with_bounded_concurrency() -> None:
+    triplet = {"subject": "Alice", "predicate": "works at", "object": "Acme", "confidence": 0.95}
+    llm = ScriptedLLM(
+        script={f"text number {i}": {"triplets": [{**triplet, "object": f"Acme {i}"}]} for i in range(8)}
+        | {"I am vegetarian": {"triplets": [{"subject": "I", "predicate": "diet", "object": "vegetarian"}]}}
+    )
+    extractor = LLMExtractor(llm, max_concurrency=2)
+    results = await extractor.aextract_many([f"text number {i}" for i in range(8)] + ["I am vegetarian"])
+    assert [facts_of(r) for r in results[:8]] == [{("Alice", "works_at", f"Acme {i}")} for i in range(8)]
+    assert facts_of(results[8]) == {(USER_ENTITY, "diet", "vegetarian")}
+    fact = results[0].facts[0]
+    assert fact.extractor == "llm:scripted-1"
+    assert fact.confidence == pytest.approx(0.95)
+    assert results[8].facts[0].confidence == pytest.approx(extraction.CONFIDENCE_LLM)
+    assert llm.calls == 9
+    assert llm.peak <= 2
+
+
+async def test_llm_failure_falls_back_to_offline(caplog: pytest.LogCaptureFixture) -> None:
+    llm = ScriptedLLM(script={"Bob knows Carol": "boom"})
+    with caplog.at_level(logging.WARNING):
+        [result] = await default_extractor(llm).aextract_many(["Bob knows Carol."])
+    assert "offline extractor" in caplog.text
+    assert facts_of(result) == {("Bob", "knows", "Carol")}
+    assert result.facts[0].extractor == "spacy"
+
+
+async def test_spacy_dependency_patterns() -> None:
+    pytest.importorskip("spacy")
+    texts = [
+        "Alice is Bob's wife.",
+        "Alice Chen works with Bob at Acme Corp.",
+        "Paris is the capital of France.",
+        "I live in Berlin and I prefer short answers.",
+        "Tom, Alice's brother, is a doctor.",
+        "My sister Jane moved to Tokyo.",
+        "Bob does not like Carol.",
+    ]
+    results = await OfflineExtractor().aextract_many(texts)
+    assert facts_of(results[0]) == {("Alice", "spouse", "Bob")}
+    assert ("Alice Chen", "works_at", "Acme Corp") in facts_of(results[1])
+    assert facts_of(results[2]) == {("Paris", "capital_of", "France")}
+    assert facts_of(results[3]) == {(USER_ENTITY, "lives_in", "Berlin"), (USER_ENTITY, "prefers", "short answers")}
+    assert ("Tom", "brother_of", "Alice") in facts_of(results[4])
+    assert facts_of(results[5]) == {("Jane", "sister_of", USER_ENTITY), ("Jane", "lives_in", "Tokyo")}
+    assert facts_of(results[6]) == set()  # negated: no fact
+    assert {e.name for e in results[1].entities} >= {"Alice Chen", "Bob", "Acme Corp"}
+    for result in results:
+        for fact in result.facts:
+            assert fact.extractor == "spacy"
+            assert fact.confidence < extraction.CONFIDENCE_LLM
+
+
+async def test_jieba_chinese_entities_and_relations() -> None:
+    [result] = await OfflineExtractor().aextract_many(["爱丽丝是鲍勃的妻子。张伟在北京的阿里巴巴工作。我住在上海。"])
+    facts = facts_of(result)
+    assert ("爱丽丝", "spouse", "鲍勃") in facts
+    assert ("张伟", "works_at", "阿里巴巴") in facts
+    assert (USER_ENTITY, "lives_in", "上海") in facts
+    assert {"爱丽丝", "鲍勃", "张伟", "北京", "上海"} <= {e.name for e in result.entities}
+    assert all(f.extractor == "jieba" for f in result.facts)
+    co = [f for f in result.facts if f.predicate == "related_to"]
+    assert co
+    assert all(f.confidence == extraction.CONFIDENCE_COOCCURRENCE for f in co)
+
+
+async def test_without_spacy_capitalised_phrases(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(extraction, "_spacy_nlp", None)
+    monkeypatch.setattr(extraction, "_spacy_failed", False)
+    monkeypatch.setattr(extraction, "SPACY_MODELS", ("no_such_model_xyz",))
+    with caplog.at_level(logging.WARNING):
+        [result] = await OfflineExtractor().aextract_many(["Alice Chen works at Acme Corp in Paris. I live in Berlin."])
+    assert "falls back to capitalised phrases" in caplog.text
+    assert {"Alice Chen", "Acme Corp", "Paris", "Berlin"} <= {e.name for e in result.entities}
+    assert ("Alice Chen", "works_at", "Acme Corp") in facts_of(result)
+    assert (USER_ENTITY, "lives_in", "Berlin") in facts_of(result)
+    assert {f.extractor for f in result.facts} == {"regex"}
+
+
+def test_predicate_normalisation() -> None:
+    assert normalize_predicate("Works At") == "works_at"
+    assert normalize_predicate("live_in") == "lives_in"
+    assert normalize_predicate("wife of") == "spouse"
+    assert normalize_predicate("  !! ") == "related_to"
