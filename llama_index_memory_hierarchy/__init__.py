@@ -12,6 +12,13 @@ from typing import TYPE_CHECKING, Any
 from llama_index_memory_hierarchy.version import __version__
 
 _EXPORTS: dict[str, str] = {
+    "HierarchicalMemory": "llama_index_memory_hierarchy.hierarchy",
+    "WorkingMemory": "llama_index_memory_hierarchy.tiers.working",
+    "EpisodicMemory": "llama_index_memory_hierarchy.tiers.episodic",
+    "MemoryTier": "llama_index_memory_hierarchy.tiers.base",
+    "HierarchyMemoryBlock": "llama_index_memory_hierarchy.blocks",
+    "TierRetriever": "llama_index_memory_hierarchy.retrieval.retriever",
+    "HierarchyRetriever": "llama_index_memory_hierarchy.retrieval.retriever",
     "MemoryConfig": "llama_index_memory_hierarchy.config",
     "MemoryItem": "llama_index_memory_hierarchy.types",
     "MemoryType": "llama_index_memory_hierarchy.types",
@@ -28,6 +35,12 @@ _EXPORTS: dict[str, str] = {
 __all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from llama_index_memory_hierarchy.blocks import HierarchyMemoryBlock
+    from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
+    from llama_index_memory_hierarchy.retrieval.retriever import HierarchyRetriever, TierRetriever
+    from llama_index_memory_hierarchy.tiers.base import MemoryTier
+    from llama_index_memory_hierarchy.tiers.episodic import EpisodicMemory
+    from llama_index_memory_hierarchy.tiers.working import WorkingMemory
     from llama_index_memory_hierarchy.config import MemoryConfig
     from llama_index_memory_hierarchy.errors import (
         EmbeddingDimensionError,

@@ -16,7 +16,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -29,8 +29,8 @@ from llama_index_memory_hierarchy.stores.base import (
     RecordStore,
     VectorFilter,
     VectorIndex,
-    VectorPoint,
 )
+from llama_index_memory_hierarchy.stores.vector import open_vector_index, record_to_point
 from llama_index_memory_hierarchy.types import MemoryFilter, MemoryType
 
 logger = logging.getLogger(__name__)
@@ -60,22 +60,6 @@ class _FolderLock:
     def release(self) -> None:
         fcntl.flock(self._fd, fcntl.LOCK_UN)
         os.close(self._fd)
-
-
-def _point(record: Record) -> VectorPoint:
-    item = record.item
-    return VectorPoint(
-        id=item.id,
-        vector=record.embedding,  # type: ignore[arg-type]
-        payload={
-            "user_id": item.user_id,
-            "namespace": record.namespace,
-            "memory_type": item.memory_type.value,
-            "session_id": item.session_id or "",
-            "timestamp": item.timestamp.timestamp(),
-            "importance": item.importance,
-        },
-    )
 
 
 def vector_filter(
@@ -108,8 +92,8 @@ def vector_filter(
 class StoreContext:
     """Record store, vector indexes, embeddings and the runtime of one deployment."""
 
-    _registry: dict[tuple[Any, ...], StoreContext] = {}
-    _registry_lock = threading.Lock()
+    _registry: ClassVar[dict[tuple[Any, ...], StoreContext]] = {}
+    _registry_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, config: MemoryConfig, embed_model: Any, runtime: Runtime, key: tuple[Any, ...]) -> None:
         from llama_index_memory_hierarchy.embeddings import EmbeddingService
@@ -227,8 +211,6 @@ class StoreContext:
             return index
         async with self._vector_lock:
             if space not in self._vectors:
-                from llama_index_memory_hierarchy.stores.vector import open_vector_index
-
                 if dim is None:
                     raise ValueError(f"dimension of vector space {space!r} is unknown")
                 self._vectors[space] = await self.runtime.to_thread(open_vector_index, self.config, space, dim)
@@ -299,7 +281,7 @@ class StoreContext:
             if bucket:
                 first = next(iter(bucket.values()))
                 index = await self.avector_index(space, int(np.asarray(first.embedding).shape[-1]))
-                await index.upsert([_point(r) for r in bucket.values()])
+                await index.upsert([record_to_point(r) for r in bucket.values()])
         if deletes:
             await self.avector_index()  # the default space may not be open yet
             for index in list(self._vectors.values()):

@@ -31,7 +31,9 @@ def test_add_retrieve_round_trip(make_memory) -> None:
 
 def test_keyword_signal_finds_rare_terms(make_memory) -> None:
     episodic = make_memory().episodic
-    episodic.add_many([f"note number {i} about groceries" for i in range(30)] + ["serial XK-4471 belongs to the router"])
+    episodic.add_many(
+        [f"note number {i} about groceries" for i in range(30)] + ["serial XK-4471 belongs to the router"]
+    )
     assert episodic.retrieve("XK-4471", limit=1)[0].content == "serial XK-4471 belongs to the router"
 
 
@@ -44,7 +46,9 @@ def test_chinese_text_is_searchable(make_memory) -> None:
 def test_filters_session_time_importance_metadata(make_memory) -> None:
     episodic = make_memory().episodic
     episodic.add("tea in s1", timestamp=T0, importance=0.2, metadata={"topic": "tea"})
-    episodic.add("tea in s2", timestamp=T0 + timedelta(days=3), importance=0.9, session_id="s2", metadata={"topic": "tea"})
+    episodic.add(
+        "tea in s2", timestamp=T0 + timedelta(days=3), importance=0.9, session_id="s2", metadata={"topic": "tea"}
+    )
     episodic.add("coffee in s2", timestamp=T0 + timedelta(days=3), session_id="s2", metadata={"topic": "coffee"})
     contents = lambda items: sorted(i.content for i in items)  # noqa: E731
     assert contents(episodic.retrieve("tea", session_id="s2")) == ["coffee in s2", "tea in s2"]

@@ -37,7 +37,11 @@ def test_capacity_evicts_lowest_priority_and_reports_it() -> None:
         evicted.extend(items)
 
     memory = WorkingMemory(
-        user_id="alice", session_id="s1", runtime=get_runtime(), config=MemoryConfig(working_capacity=3), on_evict=on_evict
+        user_id="alice",
+        session_id="s1",
+        runtime=get_runtime(),
+        config=MemoryConfig(working_capacity=3),
+        on_evict=on_evict,
     )
     keep = memory.add("important plan", importance=0.9)
     trivial = memory.add("trivial remark", importance=0.1)
@@ -71,7 +75,9 @@ def test_item_larger_than_budget_is_rejected() -> None:
 def test_ttl_expiry_keeps_pinned_items() -> None:
     memory = working(working_ttl_seconds=60)
     old = MemoryItem(content="stale thought", user_id="alice", created_at=utcnow() - timedelta(minutes=5))
-    pinned_old = MemoryItem(content="pinned thought", user_id="alice", created_at=utcnow() - timedelta(minutes=5), pinned=True)
+    pinned_old = MemoryItem(
+        content="pinned thought", user_id="alice", created_at=utcnow() - timedelta(minutes=5), pinned=True
+    )
     memory.add_many([old, pinned_old, "fresh thought"])
     remaining = {item.content for item in memory.get_recent(10)}
     assert remaining == {"pinned thought", "fresh thought"}
