@@ -140,7 +140,11 @@ class ImageTextEncoder(PerceptionEncoder):
         self.model = model
         self.signal = signal
         self.modalities = frozenset({Modality.IMAGE, Modality.VIDEO})
-        self._label = label or f"{model.class_name()}-{getattr(model, 'model_name', None) or 'unnamed'}"
+        if label is None:
+            from llama_index_memory_hierarchy.embeddings import model_label
+
+            label = model_label(model)  # a local folder: its name plus a digest of its config
+        self._label = label
         self._dim: int | None = None
         self._lock = asyncio.Lock()
 
