@@ -211,3 +211,12 @@ def test_user_folders_never_collide(tmp_path: Path) -> None:
     assert user_dir_name("bob") == "bob"
     with pytest.raises(MemoryValidationError):
         user_dir_name("../etc")
+
+
+def test_delete_user_removes_only_that_users_files(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    store.commit(store.stage(b"one"), "alice", "txt")
+    store.commit(store.stage(b"two"), "alice", "txt")
+    kept = store.commit(store.stage(b"one"), "bob", "txt")
+    assert store.delete_user("alice") == 2 and store.stored_files("alice") == []
+    assert store.resolve(kept, "bob").read_bytes() == b"one"

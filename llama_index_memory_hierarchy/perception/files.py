@@ -19,6 +19,7 @@ import io
 import logging
 import os
 import re
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass
@@ -316,6 +317,16 @@ class FileStore:
         with contextlib.suppress(OSError):
             path.parent.rmdir()  # only when the shard folder is now empty
         return True
+
+    def delete_user(self, user_id: str) -> int:
+        """Delete every stored file of a user (erasure); return how many."""
+        base = self.root / user_dir_name(user_id)
+        files = self.stored_files(user_id)
+        for path in files:
+            path.unlink(missing_ok=True)
+        if base.is_dir():
+            shutil.rmtree(base, ignore_errors=True)
+        return len(files)
 
     def stored_files(self, user_id: str) -> list[Path]:
         """Every stored file of a user (consistency checks and tests)."""

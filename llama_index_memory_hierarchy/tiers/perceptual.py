@@ -535,9 +535,24 @@ class PerceptualMemory(StoredTier):
                     e.space for e in self._all_encoders() if e.dim is not None
                 }
                 doomed.extend(satellite_id(item.id, space) for space in spaces if isinstance(space, str))
+            await self._aopen_spaces(items)
             await self.context.adelete(self.user_id, doomed)
             await self._adelete_unreferenced_files(items)
             return len(items)
+
+    async def _aopen_spaces(self, items: Sequence[MemoryItem] = ()) -> None:
+        """Open the vector indexes of every satellite space involved, so that deletes reach them.
+
+        The context applies a delete to the indexes open in this process; after a restart an
+        encoder space may not be open yet. Space ids end in ``-<dim>``.
+        """
+        spaces = {e.space: e.dim for e in self._all_encoders() if e.dim is not None}
+        for item in items:
+            for signal, space in (item.metadata.get("encoders") or {}).items():
+                if signal != SIGNAL_CAPTION and isinstance(space, str) and space.rsplit("-", 1)[-1].isdigit():
+                    spaces.setdefault(space, int(space.rsplit("-", 1)[-1]))
+        for space, dim in spaces.items():
+            await self.context.avector_index(space, dim)
 
     async def _adelete_unreferenced_files(self, items: Sequence[MemoryItem]) -> None:
         for item in items:
@@ -557,13 +572,13 @@ class PerceptualMemory(StoredTier):
 
         async def clear() -> int:
             async with self._lock():
+                await self._aopen_spaces(await self.aquery())
                 deleted = await self.context.records.delete_where(self.user_id, memory_type=self.memory_type)
                 await self.context.records.delete_where(
                     self.user_id, namespace=VECTOR_NAMESPACE, memory_type=self.memory_type
                 )
                 await self.context.drain_outbox()
-                for path in await asyncio.to_thread(self.files.stored_files, self.user_id):
-                    await asyncio.to_thread(path.unlink, True)
+                await asyncio.to_thread(self.files.delete_user, self.user_id)
                 return len(deleted)
 
         return await self._runtime.arun(clear())
@@ -588,6 +603,7 @@ class PerceptualMemory(StoredTier):
             ]
             async with self._lock():
                 if satellites:
+                    await self._aopen_spaces(gone)
                     await self.context.adelete(self.user_id, satellites)
                 await self._adelete_unreferenced_files(gone)
         return count
@@ -608,6 +624,7 @@ class PerceptualMemory(StoredTier):
                     if r.item.metadata.get("perception_id") not in live_ids
                 ]
                 if orphans:
+                    await self._aopen_spaces()
                     await self.context.adelete(self.user_id, orphans)
                 files = 0
                 for path in await asyncio.to_thread(self.files.stored_files, self.user_id):

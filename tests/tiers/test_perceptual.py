@@ -368,3 +368,13 @@ def test_clip_encoder_gets_its_own_space_and_finds_image_by_its_embedding(make_m
     assert context.runtime.run(clip_index.count("alice")) == 2
     with pytest.raises(MemoryValidationError, match="space"):
         perceptual.cross_modal_search([1.0, 0.0, 0.5], "embedding")
+
+
+async def test_concurrent_adds_of_one_file_make_one_perception(make_memory) -> None:
+    import asyncio
+
+    memory = make_memory()
+    data = image_bytes("diagonal")
+    ids = await asyncio.gather(*(memory.perceptual.aadd_perception(data, caption="stripes") for _ in range(4)))
+    assert len(set(ids)) == 1 and len(stored_files(memory)) == 1
+    assert await memory.perceptual.aclear() == 1 and stored_files(memory) == []
