@@ -449,7 +449,7 @@ class KnowledgeQueryEngine(BaseQueryEngine):
         answer = str(response.response or "")
         metadata["insufficient_context"] = is_insufficient(answer)
         if self.write_back is not None and not metadata["insufficient_context"]:
-            metadata["memory_id"] = await self.write_back.aadd(**self._memory(query_bundle, answer, sources))
+            metadata["memory_id"] = await self._awrite_back(query_bundle, answer, sources)
         return Response(response=answer, source_nodes=sources, metadata=metadata)
 
     def _stream(
@@ -474,7 +474,13 @@ class KnowledgeQueryEngine(BaseQueryEngine):
         answer = "".join(parts)
         metadata["insufficient_context"] = is_insufficient(answer)
         if self.write_back is not None and not metadata["insufficient_context"]:
-            metadata["memory_id"] = await self.write_back.aadd(**self._memory(query_bundle, answer, sources))
+            metadata["memory_id"] = await self._awrite_back(query_bundle, answer, sources)
+
+    async def _awrite_back(self, query_bundle: QueryBundle, answer: str, sources: list[NodeWithScore]) -> str:
+        """Store the answer in the write-back tier (tier coroutines run on the store runtime loop)."""
+        assert self.write_back is not None
+        coro = self.write_back.aadd(**self._memory(query_bundle, answer, sources))
+        return await self.retriever.knowledge_base.runtime.arun(coro)
 
     def _memory(self, query_bundle: QueryBundle, answer: str, sources: list[NodeWithScore]) -> dict[str, Any]:
         """The write-back memory: question and answer, with the chunks it came from."""
