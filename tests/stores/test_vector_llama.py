@@ -1,0 +1,53 @@
+"""LlamaVectorIndex on a LlamaIndex store other than Qdrant (the generic path)."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import pytest
+from llama_index.core.vector_stores import SimpleVectorStore
+
+from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreError
+from llama_index_memory_hierarchy.stores.base import VectorFilter, VectorPoint
+from llama_index_memory_hierarchy.stores.vector import LlamaVectorIndex
+
+DIM = 8
+
+
+def vec(i: int) -> np.ndarray:
+    v = np.full(DIM, 0.05, dtype=np.float32)
+    v[i] = 1.0
+    return v
+
+
+async def test_generic_store_search_filters_and_deletes() -> None:
+    index = LlamaVectorIndex(SimpleVectorStore(), "simple-8", DIM)
+    rows = [
+        VectorPoint(str(uuid.uuid4()), vec(i), {"user_id": user, "memory_type": kind, "timestamp": float(i)})
+        for i, (user, kind) in enumerate([("a", "episodic"), ("a", "semantic"), ("b", "episodic"), ("a", "episodic")])
+    ]
+    await index.upsert(rows)
+    hits = await index.search(vec(1), VectorFilter(user_id="a"), 10)
+    assert hits[0][0] == rows[1].id and hits[0][1] == pytest.approx(1.0, abs=1e-5)
+    assert {h[0] for h in hits} == {rows[0].id, rows[1].id, rows[3].id}
+    flt = VectorFilter(user_id="a", equals={"memory_type": ["episodic"]}, ranges={"timestamp": (1.0, None)})
+    assert [h[0] for h in await index.search(vec(0), flt, 10)] == [rows[3].id]
+    assert [h[0] for h in await index.search(vec(0), VectorFilter(user_id="a", ids=[rows[1].id]), 10)] == [rows[1].id]
+
+    await index.delete([rows[1].id])
+    assert rows[1].id not in {h[0] for h in await index.search(vec(1), VectorFilter(user_id="a"), 10)}
+    await index.delete_user("a")
+    assert await index.search(vec(0), VectorFilter(user_id="a"), 10) == []
+    assert [h[0] for h in await index.search(vec(2), VectorFilter(user_id="b"), 10)] == [rows[2].id]
+
+    with pytest.raises(StoreError, match="get_nodes"):
+        await index.count()  # SimpleVectorStore keeps no nodes to list
+    await index.close()
+    with pytest.raises(StoreError, match="closed"):
+        await index.search(vec(0), VectorFilter(user_id="b"), 1)
+
+
+def test_rejects_a_non_llamaindex_store() -> None:
+    with pytest.raises(MemoryValidationError, match="vector_store"):
+        LlamaVectorIndex(object(), "x-8", DIM)  # type: ignore[arg-type]

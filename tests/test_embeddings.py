@@ -1,0 +1,202 @@
+"""EmbeddingService and resolve_embed_model, on the bundled MiniLM model and the hashing fallback."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+from llama_index.core import Settings
+
+from llama_index_memory_hierarchy import embeddings as emb
+from llama_index_memory_hierarchy.embeddings import (
+    EmbeddingService,
+    HashingEmbedding,
+    default_model_path,
+    resolve_embed_model,
+)
+from llama_index_memory_hierarchy.errors import EmbeddingDimensionError, MemoryValidationError
+
+
+@pytest.fixture(scope="module")
+def minilm() -> EmbeddingService:
+    """One loaded default model for the whole module (loading torch takes seconds)."""
+    service = EmbeddingService("default", batch_size=16)
+    service.model  # noqa: B018 - load now
+    return service
+
+
+class CountingHashing(HashingEmbedding):
+    """Hashing embedding that records each batch call and its thread."""
+
+    def model_post_init(self, context: object) -> None:
+        super().model_post_init(context)
+        object.__setattr__(self, "calls", [])
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        self.calls.append((len(texts), threading.get_ident()))  # type: ignore[attr-defined]
+        return super()._get_text_embeddings(texts)
+
+
+class BrokenEmbedding(HashingEmbedding):
+    """Returns a bad vector for texts containing a marker word."""
+
+    def _embed_many(self, texts: list[str]) -> list[list[float]]:
+        out = super()._embed_many(texts)
+        for i, text in enumerate(texts):
+            if "ZERO" in text:
+                out[i] = [0.0] * self.dim
+            elif "NAN" in text:
+                out[i] = [float("nan")] * self.dim
+            elif "SHORT" in text:
+                out[i] = out[i][:10]
+        return out
+
+
+async def test_default_model_loads_offline_and_gives_normalised_384d(minilm: EmbeddingService) -> None:
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"
+    assert type(minilm.model).__name__ == "HuggingFaceEmbedding"
+    vectors = await minilm.aembed_texts(
+        ["The cat sat on the mat.", "A kitten is lying on a rug.", "Interest rates rose sharply this quarter."]
+    )
+    assert vectors.shape == (3, 384) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.2  # it captures meaning
+    assert minilm.dim == 384
+    assert minilm.space == "all-minilm-l6-v2-384"
+    assert minilm.max_tokens == 256
+
+
+async def test_batches_match_single_calls(minilm: EmbeddingService) -> None:
+    texts = [f"memory number {i} about topic {i % 5}" for i in range(37)]
+    batched = await minilm.aembed_texts(texts)
+    single = np.stack([(await minilm.aembed_texts([t]))[0] for t in texts[:5]])
+    assert batched.shape == (37, 384)
+    assert np.allclose(batched[:5], single, atol=1e-5)
+    assert (await minilm.aembed_texts([])).shape == (0, 384)
+
+
+async def test_one_thread_hop_per_batch() -> None:
+    model = CountingHashing(dim=64)
+    service = EmbeddingService(model, batch_size=4)
+    await service.aembed_texts([f"text {i}" for i in range(10)])
+    sizes = [size for size, _ in model.calls]
+    assert sizes == [4, 4, 2]
+    assert threading.get_ident() not in {thread for _, thread in model.calls}  # never on the event loop
+
+
+async def test_query_cache_is_an_lru(minilm: EmbeddingService) -> None:
+    service = EmbeddingService(minilm.model, query_cache_size=2)
+    first = await service.aembed_query("where did I park?")
+    first[:] = 0  # callers get copies: the cache cannot be corrupted
+    again = await service.aembed_query("where did I park?")
+    assert np.isclose(np.linalg.norm(again), 1.0)
+    assert service.cache_info() == {"hits": 1, "misses": 1, "size": 1, "maxsize": 2}
+    await service.aembed_query("second")
+    await service.aembed_query("third")  # evicts the oldest
+    await service.aembed_query("where did I park?")
+    assert service.cache_info()["misses"] == 4
+    uncached = EmbeddingService(minilm.model, query_cache_size=0)
+    await uncached.aembed_query("q")
+    assert uncached.cache_info()["size"] == 0
+
+
+async def test_rejects_zero_nan_and_inconsistent_vectors() -> None:
+    service = EmbeddingService(BrokenEmbedding(dim=32))
+    with pytest.raises(MemoryValidationError, match=r"content: .*text #1 is an all-zero vector"):
+        await service.aembed_texts(["fine", "ZERO here"])
+    with pytest.raises(MemoryValidationError, match="NaN"):
+        await service.aembed_texts(["NAN"])
+    with pytest.raises(MemoryValidationError, match="query"):
+        await service.aembed_query("ZERO")
+    await service.aembed_texts(["fine"])
+    with pytest.raises(EmbeddingDimensionError):
+        await service.aembed_texts(["SHORT one"])
+    with pytest.raises(MemoryValidationError, match="blank"):
+        await service.aembed_texts(["ok", "   "])
+    with pytest.raises(MemoryValidationError):
+        await service.aembed_texts("not a list")  # type: ignore[arg-type]
+    with pytest.raises(EmbeddingDimensionError):
+        await EmbeddingService(HashingEmbedding(dim=32), dim=384).aembed_texts(["x"])
+
+
+async def test_hashing_embedding() -> None:
+    service = EmbeddingService("hashing")
+    assert isinstance(service.model, HashingEmbedding)
+    vectors = await service.aembed_texts(["the quick brown fox", "the quick brown foxes", "tax return deadline"])
+    assert vectors.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
+    again = await EmbeddingService(HashingEmbedding()).aembed_texts(["the quick brown fox"])
+    assert np.allclose(again[0], vectors[0])  # deterministic across instances
+    assert service.space.startswith("hashing-v1") and service.space.endswith("-384")
+
+
+def test_falls_back_to_hashing_when_default_cannot_load(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(emb, "default_model_path", lambda: None)
+    with caplog.at_level(logging.WARNING, logger="llama_index_memory_hierarchy.embeddings"):
+        model = resolve_embed_model("default")
+    assert isinstance(model, HashingEmbedding)
+    assert any("falling back" in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)
+
+
+def test_resolve_none_uses_settings_only_when_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(emb, "default_model_path", lambda: None)  # keep this test light
+    monkeypatch.setattr(Settings, "_embed_model", None)
+    assert isinstance(resolve_embed_model(None), HashingEmbedding)
+    assert Settings._embed_model is None  # the OpenAI default was never resolved
+    mine = HashingEmbedding(dim=64)
+    monkeypatch.setattr(Settings, "_embed_model", mine)
+    assert resolve_embed_model(None) is mine
+    assert resolve_embed_model(mine) is mine
+
+
+def test_resolve_local_folder_and_bad_specs(minilm: EmbeddingService) -> None:
+    path = default_model_path()
+    assert path is not None
+    model = resolve_embed_model(str(path))
+    assert type(model).__name__ == "HuggingFaceEmbedding"
+    assert emb.model_label(model) == "all-minilm-l6-v2"  # stable wherever the package is installed
+    with pytest.raises(MemoryValidationError, match="embed_model"):
+        resolve_embed_model("sentence-transformers/not-downloaded-here")
+    with pytest.raises(MemoryValidationError, match="embed_model"):
+        resolve_embed_model(42)  # type: ignore[arg-type]
+
+
+async def test_long_text_is_logged_at_debug(minilm: EmbeddingService, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="llama_index_memory_hierarchy.embeddings"):
+        await minilm.aembed_texts(["short", "word " * 400])
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    assert any("text #1" in m and "first 256" in m for m in messages)
+    assert not any("text #0" in m for m in messages)
+
+
+def test_sync_twins(minilm: EmbeddingService) -> None:
+    assert minilm.embed_texts(["hello"]).shape == (1, 384)
+    assert minilm.embed_query("hello").shape == (384,)
+    assert EmbeddingService("hashing").probe() == 384
+
+
+def test_space_needs_a_known_dimension() -> None:
+    service = EmbeddingService("hashing")
+    with pytest.raises(RuntimeError, match="aprobe"):
+        _ = service.space
+    assert EmbeddingService("hashing", space="custom-space").space == "custom-space"
+
+
+def test_importing_the_package_loads_no_model_libraries() -> None:
+    code = (
+        "import sys, llama_index_memory_hierarchy as m, llama_index_memory_hierarchy.embeddings, "
+        "llama_index_memory_hierarchy.stores.vector; m.MemoryConfig; "
+        "print(sorted(x for x in ('torch', 'transformers', 'sentence_transformers', 'sklearn', 'qdrant_client') "
+        "if x in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
