@@ -126,20 +126,17 @@ async def measure_baseline(
     from llama_index.core.memory.memory_blocks.vector import VectorMemoryBlock
     from llama_index.core.schema import TextNode
     from llama_index.vector_stores.qdrant import QdrantVectorStore
-    from qdrant_client import QdrantClient
+    from qdrant_client import AsyncQdrantClient
 
-    client = QdrantClient(path=str(folder / "qdrant"))
-    store = QdrantVectorStore(collection_name="baseline", client=client)
+    store = QdrantVectorStore(collection_name="baseline", aclient=AsyncQdrantClient(path=str(folder / "qdrant")))
     start = time.perf_counter()
     nodes = [
         TextNode(text=t, embedding=vectors[i].tolist(), metadata={"session_id": f"u{i % users:03d}"})
         for i, t in enumerate(texts)
     ]
     for offset in range(0, len(nodes), 2000):
-        store.add(nodes[offset : offset + 2000])
+        await store.async_add(nodes[offset : offset + 2000])
     fill_rate = len(texts) / (time.perf_counter() - start)
-    del client  # local mode allows one client per folder; reopen for the async path
-    store = QdrantVectorStore(collection_name="baseline", client=QdrantClient(path=str(folder / "qdrant")))
     block = VectorMemoryBlock(vector_store=store, embed_model=embed_model, similarity_top_k=5)
     memory = Memory.from_defaults(
         session_id="u007",

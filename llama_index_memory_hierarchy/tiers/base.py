@@ -6,8 +6,10 @@ running the coroutine on the package runtime, so no tier repeats logic between t
 
 from __future__ import annotations
 
+import functools
+import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -32,10 +34,37 @@ T = TypeVar("T")
 FORGET_STRATEGIES = ("importance_based", "time_based", "capacity_based", "decay")
 
 
+def on_runtime(method: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., Coroutine[Any, Any, T]]:
+    """Make a tier's coroutine method run on the store runtime, whichever loop awaits it."""
+
+    @functools.wraps(method)
+    async def hop(self: MemoryTier, *args: Any, **kwargs: Any) -> T:
+        return await self._runtime.arun(method(self, *args, **kwargs))
+
+    hop.__on_runtime__ = True  # type: ignore[attr-defined]
+    return hop
+
+
 class MemoryTier(ABC):
-    """A tier of the hierarchy, scoped to one user (and a current session)."""
+    """A tier of the hierarchy, scoped to one user (and a current session).
+
+    Every public coroutine method (``a*``) of a tier and its subclasses is wrapped by
+    :func:`on_runtime`: stores bind connections to the runtime loop, and callers may
+    await from any loop (an agent's, a notebook's) without knowing.
+    """
 
     memory_type: ClassVar[MemoryType]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, value in list(vars(cls).items()):
+            if (
+                name.startswith("a")
+                and inspect.iscoroutinefunction(value)
+                and not getattr(value, "__isabstractmethod__", False)
+                and not getattr(value, "__on_runtime__", False)
+            ):
+                setattr(cls, name, on_runtime(value))
 
     def __init__(self, *, user_id: str, session_id: str | None, runtime: Runtime) -> None:
         self.user_id = validate_identifier(user_id, "user_id")
