@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, model_validator
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.node_parser import NodeParser
 from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, TextNode
 from llama_index.core.utils import get_tqdm_iterable
@@ -122,22 +122,17 @@ class MarkdownHeadingSplitter(NodeParser):
     _tokenizer: Callable[[str], Sequence[Any]] = PrivateAttr()
 
     def __init__(self, tokenizer: Callable[[str], Sequence[Any]] | None = None, **kwargs: Any) -> None:
+        size, overlap = kwargs.get("chunk_size", 200), kwargs.get("chunk_overlap", 30)
+        if isinstance(size, int) and isinstance(overlap, int) and overlap >= size:
+            from llama_index_memory_hierarchy.errors import MemoryValidationError
+
+            raise MemoryValidationError("chunk_overlap", f"must be smaller than chunk_size ({overlap} >= {size})")
         super().__init__(**kwargs)
         if tokenizer is None:
             from llama_index.core.utils import get_tokenizer
 
             tokenizer = get_tokenizer()
         self._tokenizer = tokenizer
-
-    @model_validator(mode="after")
-    def _check_sizes(self) -> MarkdownHeadingSplitter:
-        if self.chunk_overlap >= self.chunk_size:
-            from llama_index_memory_hierarchy.errors import MemoryValidationError
-
-            raise MemoryValidationError(
-                "chunk_overlap", f"must be smaller than chunk_size ({self.chunk_overlap} >= {self.chunk_size})"
-            )
-        return self
 
     @classmethod
     def class_name(cls) -> str:
@@ -197,23 +192,25 @@ class MarkdownHeadingSplitter(NodeParser):
         if not text.strip():
             return []
         sections = parse_sections(text)
-        # A heading with no body of its own is carried into the next (deeper) section.
+        # A heading with no body of its own is carried into the next section when that one is
+        # nested under it ("# Guide" then "## Install"); otherwise it stays a (small) chunk, so
+        # that no text of the document is ever dropped.
         spans: list[ChunkSpan] = []
         carry: int | None = None
         for n, sec in enumerate(sections):
             start = sec.start if carry is None else carry
             carry = None
-            body_empty = not text[sec.body_start : sec.end].strip()
             nxt = sections[n + 1] if n + 1 < len(sections) else None
-            if body_empty and sec.headings and nxt is not None:
-                if len(nxt.headings) > len(sec.headings) and nxt.headings[: len(sec.headings)] == sec.headings:
-                    carry = start
-                continue
-            if body_empty and sec.headings and nxt is None and spans:
+            body_empty = not text[sec.body_start : sec.end].strip()
+            nested_next = (
+                nxt is not None
+                and len(nxt.headings) > len(sec.headings)
+                and nxt.headings[: len(sec.headings)] == sec.headings
+            )
+            if body_empty and sec.headings and nested_next:
+                carry = start
                 continue
             spans.extend(self._split_section(text, start, sec.end, sec.headings))
-        if not spans:
-            spans = self._split_section(text, 0, len(text), [])
         return spans
 
     def _split_section(self, text: str, start: int, end: int, headings: list[str]) -> list[ChunkSpan]:
@@ -229,7 +226,8 @@ class MarkdownHeadingSplitter(NodeParser):
         overlap_start: int | None = None
         while i < len(units):
             chunk_start = units[i][0] if overlap_start is None else overlap_start
-            budget = self.chunk_size - (self.count_tokens(text[chunk_start : units[i][0]]) if overlap_start else 0)
+            overlap_tokens = self.count_tokens(text[chunk_start : units[i][0]]) if overlap_start is not None else 0
+            budget = self.chunk_size - overlap_tokens
             j = i
             used = 0
             while j < len(units) and (j == i or used + units[j][2] + 1 <= budget):

@@ -351,7 +351,7 @@ def load_file(path: str | Path, file_extractor: dict[str, BaseReader] | None = N
         raise
     except Exception as exc:  # readers raise anything; report the root cause
         cause: BaseException = exc
-        while cause.__cause__ is not None:
+        while cause.__cause__ is not None and not isinstance(cause, DocumentLoadError):
             cause = cause.__cause__
         if isinstance(cause, DocumentLoadError):
             raise cause from None
