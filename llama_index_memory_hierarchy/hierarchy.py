@@ -89,6 +89,8 @@ class HierarchicalMemory(BaseMemory):
     _working: WorkingMemory = PrivateAttr()
     _episodic: EpisodicMemory = PrivateAttr()
     _extra_tiers: dict[str, MemoryTier] = PrivateAttr(default_factory=dict)
+    _tier_options: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
+    _llm: Any = PrivateAttr(default=None)
     _history: list[tuple[str, ChatMessage, int]] | None = PrivateAttr(default=None)
     _history_floor: datetime | None = PrivateAttr(default=None)
     _history_lock: asyncio.Lock | None = PrivateAttr(default=None)
@@ -109,12 +111,18 @@ class HierarchicalMemory(BaseMemory):
         *,
         config: MemoryConfig | None = None,
         embed_model: Any = None,
+        llm: Any = None,
+        graph_store: Any = None,
+        perception_encoders: Sequence[Any] = (),
         **config_overrides: Any,
     ) -> HierarchicalMemory:
         """Open (or create) the memory of ``user_id`` in ``persist_dir``, offline by default.
 
         Settings come from ``config``, else from ``LMH_*`` environment variables, with the
-        explicit arguments winning. ``embed_model`` takes any LlamaIndex ``BaseEmbedding``.
+        explicit arguments winning. ``embed_model`` takes any LlamaIndex ``BaseEmbedding``;
+        ``llm`` any LlamaIndex ``LLM`` (extraction, consolidation, captions); ``graph_store``
+        any LlamaIndex ``PropertyGraphStore``; ``perception_encoders`` extra encoders such as
+        a CLIP ``MultiModalEmbedding``.
         """
         overrides = {"user_id": user_id, "session_id": session_id, "persist_dir": persist_dir, **config_overrides}
         if config is None:
@@ -125,6 +133,11 @@ class HierarchicalMemory(BaseMemory):
         session = config.session_id or f"session-{uuid.uuid4().hex[:12]}"
         context = StoreContext.acquire(config, embed_model=embed_model)
         memory = cls(config=config, user_id=config.user_id, session_id=session)
+        memory._llm = llm
+        memory._tier_options = {
+            "semantic": {"llm": llm, "graph_store": graph_store},
+            "perceptual": {"llm": llm, "encoders": tuple(perception_encoders)},
+        }
         memory._attach(context)
         return memory
 
@@ -342,7 +355,7 @@ class HierarchicalMemory(BaseMemory):
         if self._context_cache is not None and self._context_cache[0] == key:
             return self._context_cache[1]
         limit = self.config.retrieval_top_k
-        tiers: list[MemoryTier] = [self._episodic, *self._extra_tiers.values()]
+        tiers = self.tiers([MemoryType.EPISODIC, MemoryType.SEMANTIC, MemoryType.PERCEPTUAL])
         try:
             items = await afuse_tiers(tiers, query, limit + len(exclude), rrf_k=self.config.rrf_k)
         except MemoryValidationError:
@@ -381,8 +394,12 @@ class HierarchicalMemory(BaseMemory):
 
 
 def format_memory(item: MemoryItem) -> str:
-    """One memory as a context line: when, which tier, who, what."""
+    """One memory as a context line: when, which tier, who, what (perceptions with a reference)."""
     when = item.timestamp.strftime("%Y-%m-%d %H:%M")
+    if item.memory_type is MemoryType.PERCEPTUAL:
+        from llama_index_memory_hierarchy.tiers.perceptual import describe_perception
+
+        return f"- [{when} · perceptual] {describe_perception(item)}"
     role = item.metadata.get("role") or item.metadata.get("speaker")
     who = f" · {role}" if role else ""
     return f"- [{when} · {item.memory_type.value}{who}] {item.content}"
