@@ -31,8 +31,9 @@ from llama_index_memory_hierarchy.extraction import USER_ENTITY
 
 #: Namespace of entity ids (fixed forever: changing it would change every node id).
 ENTITY_NAMESPACE = uuid.UUID("5b0f7c1e-3f57-4b8e-9a43-6d2a0c1b9e11")
-#: Types that match any other type (extractors that cannot tell).
-GENERIC_TYPES = {"ENTITY", "CONCEPT", "MISC", "THING", "OTHER", ""}
+#: Types that tell entities apart: a PERSON is never merged with a PLACE or an ORG. Every other
+#: type (ENTITY, CONCEPT, PRODUCT, ...) is too noisy across extractors to keep names apart.
+STRONG_TYPES = frozenset({"PERSON", "PLACE", "ORG"})
 _TYPE_SYNONYMS = {
     "PER": "PERSON", "PEOPLE": "PERSON", "HUMAN": "PERSON",
     "GPE": "PLACE", "LOC": "PLACE", "LOCATION": "PLACE", "CITY": "PLACE", "COUNTRY": "PLACE", "FAC": "PLACE",
@@ -65,8 +66,14 @@ def normalize_type(entity_type: str | None) -> str:
 
 
 def types_compatible(a: str, b: str) -> bool:
-    """Same coarse type, or either is generic."""
-    return a == b or a in GENERIC_TYPES or b in GENERIC_TYPES
+    """Same coarse type, or either is not one of the :data:`STRONG_TYPES`."""
+    return a == b or a not in STRONG_TYPES or b not in STRONG_TYPES
+
+
+def _upgrade(entity: Entity, kind: str) -> None:
+    """A weak type gives way to a strong one ("Carol": PRODUCT, then PERSON)."""
+    if entity.type not in STRONG_TYPES and kind in STRONG_TYPES:
+        entity.type = kind
 
 
 def entity_id(user_id: str, canonical: str) -> str:
@@ -166,8 +173,7 @@ class EntityRegistry:
                 self.set_embedding(entity, entity.embedding)
         else:
             self.note_name(existing, entity.name)
-            if existing.type in GENERIC_TYPES and entity.type not in GENERIC_TYPES:
-                existing.type = entity.type
+            _upgrade(existing, entity.type)
         for alias in {*entity.aliases, normalize_name(entity.name)}:
             self._index(existing, alias)
         return existing
@@ -291,14 +297,12 @@ class EntityResolver:
         entity = registry.by_alias(norm)
         if entity is not None and types_compatible(entity.type, kind):
             registry.note_name(entity, name)
-            if entity.type in GENERIC_TYPES and kind not in GENERIC_TYPES:
-                entity.type = kind
+            _upgrade(entity, kind)
             return entity
         match = self._match(registry, norm, kind, vector) if vector is not None else None
         if match is not None:
             registry.note_name(match, name)
-            if match.type in GENERIC_TYPES and kind not in GENERIC_TYPES:
-                match.type = kind
+            _upgrade(match, kind)
             return match
         canonical = norm if registry.by_alias(norm) is None else f"{norm}\x1f{kind.lower()}"
         return registry.add(Entity(id=entity_id(registry.user_id, canonical), name=name, type=kind, embedding=vector))

@@ -293,9 +293,10 @@ class _SpacyReader:
                 if obj is not None:
                     out.append(self._make(subj, verb.lemma_, obj, CONFIDENCE_PATTERN))
             elif child.dep_ in {"prep", "agent"}:
-                for pobj in child.children:
-                    if pobj.dep_ != "pobj":
-                        continue
+                objects = [c for c in child.children if c.dep_ == "pobj"]
+                if not objects and child.i + 1 < len(self.doc) and child.i + 1 in self.ent_of:
+                    objects = [self.doc[child.i + 1]]  # "works at Acme Corp." parsed without a pobj
+                for pobj in objects:
                     obj = self.mention(pobj, allow_common=True)
                     if obj is not None:
                         predicate = f"{verb.lemma_}_{child.lower_}" if not is_copula else child.lower_
