@@ -4,7 +4,6 @@ after each test."""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,36 +13,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from kb_fixtures import (
-    CSV,
-    HTML,
-    JSON_DOC,
-    MARKDOWN,
-    PDF_PAGES,
-    TEXT,
-    CountingEmbedding,
-    real_model,
-    write_docx,
-    write_pdf,
-)
+from kb_fixtures import CountingEmbedding, real_model, write_doc_set
 from scripted_llm import ScriptedLLM
 
 
 @pytest.fixture
 def doc_dir(tmp_path: Path) -> Path:
     """A folder with one document of each supported kind, one unsupported and one corrupt file."""
-    folder = tmp_path / "docs"
-    folder.mkdir()
-    (folder / "handbook.md").write_text(MARKDOWN, encoding="utf-8")
-    (folder / "kitchen.txt").write_text(TEXT, encoding="utf-8")
-    (folder / "survey.html").write_text(HTML, encoding="utf-8")
-    (folder / "instruments.csv").write_text(CSV, encoding="utf-8")
-    (folder / "station.json").write_text(json.dumps(JSON_DOC), encoding="utf-8")
-    write_pdf(folder / "glaciology.pdf", PDF_PAGES)
-    write_docx(folder / "medical.docx")
-    (folder / "diagram.xyz").write_bytes(b"\x89XYZ not a document")
-    (folder / "broken.pdf").write_bytes(b"%PDF-1.4 this file was truncated")
-    return folder
+    return write_doc_set(tmp_path / "docs")
 
 
 @pytest.fixture
@@ -74,3 +51,19 @@ def make_kb(persist_dir: Path, embed_model: CountingEmbedding, llm: ScriptedLLM)
     yield factory
     for kb in opened:
         kb.close()
+
+
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory):
+    """One knowledge base with the document set ingested, shared by a module's read-only tests:
+    ``(kb, embed_model, llm)``; modules override ``kb``/``llm``/``embed_model`` to use it."""
+    from llama_index_memory_hierarchy.knowledge import KnowledgeBase
+
+    root = tmp_path_factory.mktemp("kb_ingested")
+    embed, llm = CountingEmbedding(real_model()), ScriptedLLM()
+    kb = KnowledgeBase.from_defaults(
+        namespace="docs", persist_dir=str(root / "store"), user_id="alice", embed_model=embed, llm=llm
+    )
+    kb.add_documents(write_doc_set(root / "docs"))
+    yield kb, embed, llm
+    kb.close()

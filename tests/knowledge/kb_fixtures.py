@@ -86,6 +86,23 @@ def write_docx(path: Path) -> None:
     document.save(str(path))
 
 
+def write_doc_set(folder: Path) -> Path:
+    """One document of each supported kind, one unsupported and one corrupt file, in ``folder``."""
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "handbook.md").write_text(MARKDOWN, encoding="utf-8")
+    (folder / "kitchen.txt").write_text(TEXT, encoding="utf-8")
+    (folder / "survey.html").write_text(HTML, encoding="utf-8")
+    (folder / "instruments.csv").write_text(CSV, encoding="utf-8")
+    (folder / "station.json").write_text(json.dumps(JSON_DOC), encoding="utf-8")
+    write_pdf(folder / "glaciology.pdf", PDF_PAGES)
+    write_docx(folder / "medical.docx")
+    (folder / "diagram.xyz").write_bytes(b"\x89XYZ not a document")
+    (folder / "broken.pdf").write_bytes(b"%PDF-1.4 this file was truncated")
+    return folder
+
+
 SUPPORTED_FILES = (
     "handbook.md",
     "kitchen.txt",

@@ -58,9 +58,11 @@ class ScriptedLLM(CustomLLM):
         return self._max_in_flight
 
     def reset(self) -> None:
+        """Forget recorded prompts and the script (back to the default answers)."""
         with self._lock:
             self._prompts.clear()
             self._max_in_flight = 0
+        self.mqe = self.hyde = self.answer = None
 
     def _respond(self, prompt: str) -> str:
         with self._lock:
