@@ -9,7 +9,8 @@
    embedding-similarity bar to ``containment_threshold``. Ambiguous containment ("Alice"
    with both "Alice Chen" and "Alice Smith" known) is no evidence.
 3. **Embedding similarity** of the names at or above ``similarity_threshold`` ("Acme
-   Corporation" ~ "Acme Corp", "NYC" ~ "New York City") with compatible types.
+   Corporation" ~ "Acme Corp", "NYC" ~ "New York City") with compatible types, unless the
+   names share words but each has one the other lacks ("Alice Chen-Kim" / "Alice Chen-Novak").
 
 Node ids are stable across processes and machines: ``uuid5`` of (user id, canonical
 name), never Python's salted ``hash()``. The first name an entity is seen with fixes
@@ -74,6 +75,23 @@ def _upgrade(entity: Entity, kind: str) -> None:
     """A weak type gives way to a strong one ("Carol": PRODUCT, then PERSON)."""
     if entity.type not in STRONG_TYPES and kind in STRONG_TYPES:
         entity.type = kind
+
+
+def _same_token(a: str, b: str) -> bool:
+    return a == b or (min(len(a), len(b)) >= 3 and (a.startswith(b) or b.startswith(a)))
+
+
+def tokens_conflict(a: frozenset[str], b: frozenset[str]) -> bool:
+    """Names that share words but each has a word the other lacks ("Alice Chen-Kim" / "Alice Chen-Novak").
+
+    Such pairs can embed close together yet name different people, so similarity alone
+    never merges them. Abbreviations count as the same word ("corp" / "corporation").
+    """
+    if not any(_same_token(x, y) for x in a for y in b):
+        return False
+    extra_a = any(not any(_same_token(x, y) for y in b) for x in a)
+    extra_b = any(not any(_same_token(x, y) for x in a) for y in b)
+    return extra_a and extra_b
 
 
 def entity_id(user_id: str, canonical: str) -> str:
@@ -316,10 +334,15 @@ class EntityResolver:
             entity = registry.entities[eid]
             if entity.embedding is not None and float(entity.embedding @ vector) >= self.containment_threshold:
                 return entity
+        tokens = name_tokens(norm)
         for eid, score in registry.vectors.nearest(vector):
             if score < self.similarity_threshold:
                 break
             entity = registry.entities.get(eid)
-            if entity is not None and types_compatible(entity.type, kind):
+            if (
+                entity is not None
+                and types_compatible(entity.type, kind)
+                and not tokens_conflict(tokens, name_tokens(entity.canonical))
+            ):
                 return entity
         return None

@@ -16,6 +16,7 @@ from llama_index_memory_hierarchy.entity_resolution import (
     entity_id,
     normalize_name,
     normalize_type,
+    tokens_conflict,
     types_compatible,
 )
 from llama_index_memory_hierarchy.errors import MemoryValidationError
@@ -79,6 +80,13 @@ async def test_conflicting_evidence_keeps_entities_apart(embed) -> None:
     assert city.id != person.id  # same name, incompatible types
     [again] = await resolver.aresolve(registry, [("paris", "PERSON")], embed)
     assert again.id == person.id
+    kim, novak = await resolver.aresolve(
+        registry, [("Alice Chen-Kim", "PERSON"), ("Alice Chen-Novak", "PERSON")], embed
+    )
+    assert kim.id != novak.id  # similar embeddings, but each name has a word the other lacks
+    assert tokens_conflict(frozenset({"alice", "kim"}), frozenset({"alice", "novak"}))
+    assert not tokens_conflict(frozenset({"acme", "corp"}), frozenset({"acme", "corporation"}))
+    assert not tokens_conflict(frozenset({"nyc"}), frozenset({"new", "york", "city"}))
 
 
 async def test_user_entity_and_thresholds(embed) -> None:

@@ -423,7 +423,7 @@ class SemanticMemory(StoredTier):
         inputs = [self._fact_input(f, i) for i, f in enumerate(facts)]
         if not inputs:
             return []
-        return await self._runtime.arun(self._aadd_facts(inputs))
+        return [i for i in await self._aadd_facts(inputs, strict=True) if i is not None]
 
     def add_facts(self, facts: Sequence[FactInput | dict[str, Any] | tuple[str, str, str]]) -> list[str]:
         """Sync twin of :meth:`aadd_facts`."""
@@ -461,7 +461,9 @@ class SemanticMemory(StoredTier):
             }
         )
 
-    async def _aadd_facts(self, inputs: Sequence[FactInput]) -> list[str]:
+    async def _aadd_facts(self, inputs: Sequence[FactInput], *, strict: bool) -> list[str | None]:
+        """Add facts; with ``strict`` a fact whose subject and object resolve to one entity is an error,
+        otherwise (extracted facts) it is skipped and its id is None."""
         state = await self._astate()
         async with state.lock:
             registry = state.registry
@@ -471,7 +473,7 @@ class SemanticMemory(StoredTier):
                 mentions += [(fact.subject, fact.subject_type), (fact.object, fact.object_type)]
             resolved = await self.resolver.aresolve(registry, mentions, self.context.embeddings.aembed_texts)
             now = utcnow()
-            ids: list[str] = []
+            ids: list[str | None] = []
             new: list[_Fact] = []
             texts: dict[str, str] = {}
             changed: dict[str, _Fact] = {}  # existing facts whose record must be rewritten
@@ -480,9 +482,12 @@ class SemanticMemory(StoredTier):
                 subject, obj = resolved[2 * position], resolved[2 * position + 1]
                 key = (subject.id, fact.predicate, obj.id)
                 if subject.id == obj.id:
-                    raise MemoryValidationError(
-                        f"facts[{position}]", f"subject and object are the same entity {subject.name!r}"
-                    )
+                    if strict:
+                        raise MemoryValidationError(
+                            f"facts[{position}]", f"subject and object are the same entity {subject.name!r}"
+                        )
+                    ids.append(None)
+                    continue
                 existing_id = state.current.get(key)
                 if existing_id is not None:  # the same current fact: add provenance, no duplicate
                     existing = state.facts[existing_id]
@@ -651,10 +656,10 @@ class SemanticMemory(StoredTier):
                 if candidate is not None:
                     batch.append(candidate)
                     owners.append(position)
-        ids = await self._runtime.arun(self._aadd_facts(batch)) if batch else []
+        ids = await self._aadd_facts(batch, strict=False) if batch else []
         out: list[list[str]] = [[] for _ in extractions]
         for owner, fact_id in zip(owners, ids, strict=True):
-            if fact_id not in out[owner]:
+            if fact_id is not None and fact_id not in out[owner]:
                 out[owner].append(fact_id)
         return out
 
@@ -743,7 +748,8 @@ class SemanticMemory(StoredTier):
             else:
                 statements.append((position, item.model_copy(update={"metadata": {**meta, "kind": STATEMENT}})))
         if facts:
-            for (position, _), fact_id in zip(facts, await self._aadd_facts([f for _, f in facts]), strict=True):
+            added = await self._aadd_facts([f for _, f in facts], strict=True)
+            for (position, _), fact_id in zip(facts, added, strict=True):
                 ids[position] = fact_id
         if statements:
             vectors = None if embeddings is None else [embeddings[p] for p, _ in statements]
