@@ -109,7 +109,7 @@ def main() -> None:
     parser.add_argument("--points", type=int, nargs="+", default=[2000], help="index sizes to test")
     parser.add_argument("--users", type=int, default=100)
     parser.add_argument("--dim", type=int, default=384)
-    parser.add_argument("--queries", type=int, default=100, help="queries of each kind")
+    parser.add_argument("--queries", type=int, default=50, help="queries of each kind")
     parser.add_argument("--batch", type=int, default=500, help="points per upsert call")
     parser.add_argument("--backends", nargs="+", default=["edge", "qdrant-local"], choices=["edge", "qdrant-local"])
     args = parser.parse_args()

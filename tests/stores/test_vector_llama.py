@@ -51,3 +51,25 @@ async def test_generic_store_search_filters_and_deletes() -> None:
 def test_rejects_a_non_llamaindex_store() -> None:
     with pytest.raises(MemoryValidationError, match="vector_store"):
         LlamaVectorIndex(object(), "x-8", DIM)  # type: ignore[arg-type]
+
+
+async def test_qdrant_store_through_its_async_client() -> None:
+    """The path a Qdrant server takes (async_add / aquery / adelete_nodes, client-side count), in memory."""
+    from llama_index.vector_stores.qdrant import QdrantVectorStore
+    from qdrant_client import AsyncQdrantClient
+
+    aclient = AsyncQdrantClient(location=":memory:")
+    index = LlamaVectorIndex(
+        QdrantVectorStore(collection_name="lmh_async-8", aclient=aclient, index_doc_id=False), "async-8", DIM
+    )
+    rows = [VectorPoint(str(uuid.uuid4()), vec(i), {"user_id": "ab"[i % 2], "pinned": i == 2}) for i in range(6)]
+    await index.upsert(rows)
+    assert await index.count() == 6 and await index.count("a") == 3
+    assert await index.ids("b") == {rows[1].id, rows[3].id, rows[5].id}
+    hits = await index.search(vec(2), VectorFilter(user_id="a", equals={"pinned": True}), 5)
+    assert [h[0] for h in hits] == [rows[2].id]
+    await index.delete([rows[0].id])
+    await index.delete_user("b")
+    assert await index.ids() == {rows[2].id, rows[4].id}
+    await index.close()
+    await aclient.close()
