@@ -52,9 +52,6 @@ from llama_index_memory_hierarchy.errors import (
 )
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, OutboxOp, Record, RecordStore
 from llama_index_memory_hierarchy.stores.schema import (
-    MIGRATIONS,
-    SCHEMA_COMPONENT,
-    SCHEMA_VERSION,
     index_outbox,
     memories,
     metadata,
@@ -106,13 +103,13 @@ _ITEM_COLUMNS = [c for c in memories.c if c.name not in {"embedding", "keyword",
 
 
 class DialectStrategy(ABC):
-    """What differs between backends: keyword index, JSON equality, write serialisation."""
+    """What differs between backends: keyword index, JSON equality, write serialisation.
+
+    The keyword index objects themselves are created by the schema migrations
+    (``stores/migrations/versions``), like every other schema object.
+    """
 
     name: str
-
-    @abstractmethod
-    async def install(self, conn: AsyncConnection) -> None:
-        """Create the keyword index objects (idempotent; inside the opening transaction)."""
 
     @abstractmethod
     async def rebuild_keyword_index(self, conn: AsyncConnection) -> None:
@@ -145,21 +142,6 @@ class SQLiteFTS5Strategy(DialectStrategy):
     name = "sqlite"
     fts = "memories_fts"
     _tokenize = "unicode61 remove_diacritics 0 categories 'L* N* Co M*'"
-
-    async def install(self, conn: AsyncConnection) -> None:
-        ddl = [
-            f"CREATE VIRTUAL TABLE IF NOT EXISTS {self.fts} USING fts5(keyword, content='memories', "
-            f"content_rowid='seq', tokenize=\"{self._tokenize}\")",
-            f"CREATE TRIGGER IF NOT EXISTS {self.fts}_ai AFTER INSERT ON memories BEGIN "
-            f"INSERT INTO {self.fts}(rowid, keyword) VALUES (new.seq, new.keyword); END",
-            f"CREATE TRIGGER IF NOT EXISTS {self.fts}_ad AFTER DELETE ON memories BEGIN "
-            f"INSERT INTO {self.fts}({self.fts}, rowid, keyword) VALUES ('delete', old.seq, old.keyword); END",
-            f"CREATE TRIGGER IF NOT EXISTS {self.fts}_au AFTER UPDATE OF keyword ON memories BEGIN "
-            f"INSERT INTO {self.fts}({self.fts}, rowid, keyword) VALUES ('delete', old.seq, old.keyword); "
-            f"INSERT INTO {self.fts}(rowid, keyword) VALUES (new.seq, new.keyword); END",
-        ]
-        for statement in ddl:
-            await conn.exec_driver_sql(statement)
 
     async def rebuild_keyword_index(self, conn: AsyncConnection) -> None:
         await conn.exec_driver_sql(f"INSERT INTO {self.fts}({self.fts}) VALUES ('rebuild')")
@@ -218,15 +200,6 @@ class PostgresFTSStrategy(DialectStrategy):
 
     name = "postgresql"
     column = "keyword_tsv"
-
-    async def install(self, conn: AsyncConnection) -> None:
-        await conn.exec_driver_sql(
-            f"ALTER TABLE memories ADD COLUMN IF NOT EXISTS {self.column} tsvector "
-            "GENERATED ALWAYS AS (to_tsvector('simple'::regconfig, keyword)) STORED"
-        )
-        await conn.exec_driver_sql(
-            f"CREATE INDEX IF NOT EXISTS ix_memories_{self.column} ON memories USING GIN ({self.column})"
-        )
 
     async def rebuild_keyword_index(self, conn: AsyncConnection) -> None:
         await conn.exec_driver_sql("REINDEX INDEX ix_memories_keyword_tsv")
@@ -575,41 +548,18 @@ class SQLRecordStore(RecordStore):
             )
 
     async def _ensure_schema(self, conn: AsyncConnection) -> None:
+        """Create or migrate the schema (Alembic revisions), then create tables other modules registered."""
+        from llama_index_memory_hierarchy.stores import migrations
+
         await self._strategy.lock_schema(conn)
         tables = set(await conn.run_sync(lambda sync: sa.inspect(sync).get_table_names()))
-        version: int | None = None
-        if "schema_info" in tables:
-            found = await conn.execute(
-                sa.select(schema_info.c.version).where(schema_info.c.component == SCHEMA_COMPONENT)
-            )
-            version = found.scalar_one_or_none()
-        if version is None and "memories" in tables:
+        if "memories" in tables and schema_info.name not in tables:
             raise SchemaVersionError(
                 f"record store {self.where} has a 'memories' table but no schema version; "
                 "it was not created by llama-index-memory-hierarchy"
             )
-        if version is not None and version > SCHEMA_VERSION:
-            raise SchemaVersionError(
-                f"record store {self.where} has schema version {version}, newer than version {SCHEMA_VERSION} "
-                "that this llama-index-memory-hierarchy supports; upgrade the package or use another database"
-            )
-        if version is not None and version < SCHEMA_VERSION:
-            for step in range(version, SCHEMA_VERSION):
-                migration = MIGRATIONS.get(step)
-                if migration is None:
-                    raise SchemaVersionError(
-                        f"record store {self.where} has schema version {version} and no migration from version {step}"
-                    )
-                logger.info("record store %s: migrating schema %d -> %d", self.where, step, step + 1)
-                await migration(conn, self.dialect)
+        await conn.run_sync(lambda sync: migrations.upgrade(sync, where=f"record store {self.where}"))
         await conn.run_sync(metadata.create_all)
-        await self._strategy.install(conn)
-        if version is None:
-            await conn.execute(sa.insert(schema_info).values(component=SCHEMA_COMPONENT, version=SCHEMA_VERSION))
-        elif version != SCHEMA_VERSION:
-            await conn.execute(
-                sa.update(schema_info).where(schema_info.c.component == SCHEMA_COMPONENT).values(version=SCHEMA_VERSION)
-            )
 
     async def create_tables(self) -> None:
         """Create tables registered on the shared metadata after :meth:`start` (idempotent)."""

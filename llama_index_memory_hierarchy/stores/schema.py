@@ -7,17 +7,17 @@ a user's rows from every registered table that has a ``user_id`` column.
 Times are float epoch seconds (UTC), embeddings float32 bytes, metadata canonical JSON text
 (sorted keys, compact), so the same rows read back identically on SQLite and PostgreSQL.
 Dialect-specific objects (the SQLite FTS5 table, the PostgreSQL ``tsvector`` column) are not
-declared here; the record store's dialect strategy creates them.
+declared here. Every schema object of these tables is created and changed by the Alembic
+revisions in ``stores/migrations``: a change here needs a new revision there (``alembic check``
+and a test compare the two).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection
 
-#: Version of the record store schema written by this package (row ``record_store`` of ``schema_info``).
+#: Version of the record store schema written by this package (row ``record_store`` of ``schema_info``);
+#: the ``schema_version`` of the head Alembic revision in ``stores/migrations/versions`` (a test checks).
 SCHEMA_VERSION = 1
 #: ``schema_info.component`` of the record store's tables.
 SCHEMA_COMPONENT = "record_store"
@@ -80,11 +80,6 @@ schema_info = sa.Table(
     sa.Column("component", sa.String(64), primary_key=True),
     sa.Column("version", sa.Integer(), nullable=False),
 )
-
-#: Forward migrations of the record store: ``MIGRATIONS[v]`` upgrades a database from version ``v``
-#: to ``v + 1`` inside the opening transaction. It receives the connection and the dialect name.
-Migration = Callable[[AsyncConnection, str], Awaitable[None]]
-MIGRATIONS: dict[int, Migration] = {}
 
 
 def user_scoped_tables() -> list[sa.Table]:

@@ -594,36 +594,82 @@ async def test_concurrent_inserts_exact_counts(store: SQLRecordStore) -> None:
     assert touched.item.access_count == 10
 
 
+EXTRA_REVISION = """
+import sqlalchemy as sa
+from alembic import op
+
+revision = "test_0002"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+schema_version = 2
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("memories") as batch:
+        batch.add_column(sa.Column("test_extra", sa.Integer(), nullable=True))
+"""
+
+
 async def test_schema_version_refusal_and_migration(
-    store: SQLRecordStore, make_store: Callable[..., Awaitable[SQLRecordStore]], monkeypatch: pytest.MonkeyPatch
+    store: SQLRecordStore, make_store: Callable[..., Awaitable[SQLRecordStore]], tmp_path: Path
 ) -> None:
+    """Alembic is the one migration mechanism: revisions run on open; unknown/newer schemas are refused."""
+    from llama_index_memory_hierarchy.stores import migrations
+
+    assert migrations.head_schema_version() == schema.SCHEMA_VERSION
     [mid] = await store.insert([rec("kept across reopen")])
     info = schema.schema_info
 
-    async def set_version(version: int) -> None:
-        async with store.engine.begin() as conn:
-            await conn.execute(sa.update(info).values(version=version))
+    async def scalar(sql: str) -> Any:
+        async with store.engine.connect() as conn:
+            return (await conn.exec_driver_sql(sql)).scalar_one()
 
-    await set_version(schema.SCHEMA_VERSION + 998)
+    assert await scalar("SELECT version_num FROM alembic_version") == migrations.head_revision()
+
+    # A database created before Alembic (schema_info 1, no alembic_version) is stamped at the baseline.
+    async with store.engine.begin() as conn:
+        await conn.exec_driver_sql("DROP TABLE alembic_version")
+    legacy = await make_store()
+    assert await scalar("SELECT version_num FROM alembic_version") == migrations.BASELINE_REVISION
+    assert [r.item.content for r in await legacy.get("alice", [mid])] == ["kept across reopen"]
+
+    # A new revision runs inside the caller's transaction and bumps schema_info.
+    extra = tmp_path / "extra_versions"
+    extra.mkdir()
+    (extra / "test_0002.py").write_text(EXTRA_REVISION)
+    async with store.engine.begin() as conn:
+        await conn.run_sync(lambda sync: migrations.upgrade(sync, extra_locations=(str(extra),)))
+    assert await scalar("SELECT version_num FROM alembic_version") == "test_0002"
+    assert await scalar("SELECT version FROM schema_info") == 2
+    assert await scalar("SELECT count(test_extra) FROM memories") == 0
+
+    # This package does not know that schema: it refuses rather than guess.
     with pytest.raises(SchemaVersionError) as refused:
         await make_store()
-    assert str(schema.SCHEMA_VERSION + 998) in str(refused.value) and "newer" in str(refused.value)
-
-    await set_version(schema.SCHEMA_VERSION - 1)
-    with pytest.raises(SchemaVersionError, match="no migration"):
+    assert "2" in str(refused.value) and "newer" in str(refused.value)
+    async with store.engine.begin() as conn:
+        await conn.execute(sa.update(info).values(version=schema.SCHEMA_VERSION))
+    with pytest.raises(SchemaVersionError, match="test_0002"):
         await make_store()
+    assert [r.item.content for r in await store.get("alice", [mid])] == ["kept across reopen"]
 
-    calls: list[str] = []
 
-    async def migrate(conn: Any, dialect: str) -> None:
-        calls.append(dialect)
+async def test_schema_matches_the_migrations(store: SQLRecordStore) -> None:
+    """The revisions build exactly what stores/schema.py declares (what ``alembic check`` verifies)."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
 
-    monkeypatch.setitem(schema.MIGRATIONS, schema.SCHEMA_VERSION - 1, migrate)
-    migrated = await make_store()
-    assert calls == [store.dialect]
-    async with migrated.engine.connect() as conn:
-        assert (await conn.execute(sa.select(info.c.version))).scalar_one() == schema.SCHEMA_VERSION
-    assert [r.item.content for r in await migrated.get("alice", [mid])] == ["kept across reopen"]
+    from llama_index_memory_hierarchy.stores import migrations
+
+    def diff(sync: Any) -> list[Any]:
+        context = MigrationContext.configure(
+            sync, opts={"include_object": migrations.include_object, "compare_type": True}
+        )
+        return compare_metadata(context, schema.metadata)
+
+    async with store.engine.connect() as conn:
+        assert await conn.run_sync(diff) == []
 
 
 async def test_rebuild_keyword_index(store: SQLRecordStore) -> None:
