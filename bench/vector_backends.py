@@ -106,7 +106,7 @@ async def run_backend(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--points", type=int, nargs="+", default=[2000], help="index sizes to test")
+    parser.add_argument("--points", type=int, nargs="+", default=[1000], help="index sizes to test")
     parser.add_argument("--users", type=int, default=100)
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--queries", type=int, default=50, help="queries of each kind")
