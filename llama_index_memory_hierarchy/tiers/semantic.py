@@ -262,10 +262,11 @@ class SemanticMemory(StoredTier):
     ) -> None:
         super().__init__(user_id=user_id, session_id=session_id, context=context)
         self.settings = settings or SemanticSettings()
-        if llm is None:
-            from llama_index.core import Settings
+        from llama_index_memory_hierarchy.llms import resolve_llm
 
-            llm = getattr(Settings, "_llm", None)  # only an LLM the user set; never resolve a hosted default
+        # an explicit LLM or Settings.llm when set; never a hosted default, and the local model only when
+        # passed in: extraction runs on every add, offline spaCy/jieba is the fast default
+        llm = resolve_llm(llm, allow_local=False)
         self.extractor: Extractor = extractor or (
             LLMExtractor(llm, max_concurrency=self.settings.max_concurrency) if llm is not None else OfflineExtractor()
         )
