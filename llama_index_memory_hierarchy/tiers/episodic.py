@@ -124,12 +124,28 @@ class StoredTier(MemoryTier):
         memory_id = self.check_id(memory_id)
         if await self.aget(memory_id) is None:
             return False
-        return bool(await self.context.adelete(self.user_id, [memory_id]))
+        return bool(await self._adelete([memory_id]))
 
     async def aclear(self) -> int:
         deleted = await self.context.records.delete_where(self.user_id, memory_type=self.memory_type)
         await self.context.drain_outbox()
+        await self._aforget_sources(deleted)
         return len(deleted)
+
+    async def _adelete(self, ids: Sequence[str]) -> list[str]:
+        """Delete memories of this user and the facts that only they supported."""
+        deleted = await self.context.adelete(self.user_id, ids)
+        await self._aforget_sources(deleted)
+        return deleted
+
+    async def _aforget_sources(self, ids: Sequence[str]) -> None:
+        """Semantic facts cite their sources: drop those that no remaining memory supports."""
+        if not ids or self.memory_type is MemoryType.SEMANTIC:
+            return
+        from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory
+
+        semantic = SemanticMemory(user_id=self.user_id, session_id=self.session_id, context=self.context)
+        await semantic.aremove_sources(ids)
 
     # ------------------------------------------------------------------ reads
     async def aget(self, memory_id: str) -> MemoryItem | None:
@@ -244,7 +260,7 @@ class StoredTier(MemoryTier):
             threshold = float(kwargs.get("threshold", 0.05))
             doomed = [i for i in items if i.importance * recency(i.timestamp, now, half_life) < threshold]
         if not dry_run and doomed:
-            await self.context.adelete(self.user_id, [i.id for i in doomed])
+            await self._adelete([i.id for i in doomed])
         return len(doomed)
 
 

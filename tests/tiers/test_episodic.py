@@ -139,3 +139,17 @@ def test_bad_input_is_rejected_before_writing(make_memory) -> None:
     with pytest.raises(MemoryValidationError, match="limit"):
         episodic.retrieve("x", limit=0)
     assert episodic.get_stats()["count"] == 0
+
+
+def test_removing_a_source_memory_removes_facts_only_it_supported(make_memory) -> None:
+    memory = make_memory()
+    only = memory.episodic.add("Alice told me she works at Acme")
+    first = memory.episodic.add("Bob said he lives in Oslo")
+    second = memory.episodic.add("Bob repeated that he lives in Oslo")
+    memory.semantic.add_fact("Alice", "works_at", "Acme", source_id=only)
+    memory.semantic.add_fact("Bob", "lives_in", "Oslo", source_id=first)
+    memory.semantic.add_fact("Bob", "lives_in", "Oslo", source_id=second)
+    assert memory.episodic.remove(only)
+    assert memory.semantic.get_facts("Alice") == []
+    assert memory.episodic.forget("importance_based", threshold=1.0) == 2
+    assert memory.semantic.get_facts("Bob") == []
