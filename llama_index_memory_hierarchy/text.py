@@ -87,3 +87,12 @@ def count_tokens(text: str) -> int:
     from llama_index.core.utils import get_tokenizer
 
     return len(get_tokenizer()(text))
+
+
+def keyword_scope(user_id: str, namespace: str) -> str:
+    """One keyword-index token naming a user's namespace (hex, so no tokenizer splits it).
+
+    Indexed in its own column, it lets full-text search intersect with one user's rows
+    before ranking, instead of ranking every user's matches and filtering afterwards.
+    """
+    return "s" + f"{user_id}\x1f{namespace}".encode().hex()

@@ -30,7 +30,7 @@ import logging
 import random
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from functools import reduce
 from pathlib import Path
@@ -58,7 +58,7 @@ from llama_index_memory_hierarchy.stores.schema import (
     schema_info,
     user_scoped_tables,
 )
-from llama_index_memory_hierarchy.text import keyword_text, keyword_tokens
+from llama_index_memory_hierarchy.text import keyword_scope, keyword_text, keyword_tokens
 from llama_index_memory_hierarchy.types import (
     MemoryFilter,
     MemoryItem,
@@ -94,7 +94,7 @@ _ORDER: dict[str, tuple[sa.Column[Any], bool]] = {
     "-created_at": (memories.c.created_at, True),
 }
 
-_ITEM_COLUMNS = [c for c in memories.c if c.name not in {"embedding", "keyword", "content_hash"}]
+_ITEM_COLUMNS = [c for c in memories.c if c.name not in {"embedding", "keyword", "keyword_scope", "content_hash"}]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -116,8 +116,8 @@ class DialectStrategy(ABC):
         """Recompute the keyword index from ``memories.keyword``."""
 
     @abstractmethod
-    def keyword_select(self, tokens: list[str], conditions: list[Any], limit: int) -> sa.Select[Any]:
-        """``SELECT id, score`` of rows matching any token, best first (score: higher is better)."""
+    def keyword_select(self, tokens: list[str], conditions: list[Any], limit: int, scope: str) -> sa.Select[Any]:
+        """``SELECT id, score`` of rows of ``scope`` matching any token, best first (higher is better)."""
 
     @abstractmethod
     def metadata_equals(self, key: str, value: Any) -> sa.ColumnElement[bool]:
@@ -153,18 +153,19 @@ class SQLiteFTS5Strategy(DialectStrategy):
         """No-op: SQLite writers are serialised (``BEGIN IMMEDIATE`` and the in-process lock)."""
 
     @staticmethod
-    def match_expression(tokens: list[str]) -> str:
-        """FTS5 query: every token a double-quoted string (quotes doubled), OR-ed together."""
-        return " OR ".join('"' + token.replace('"', '""') + '"' for token in tokens)
+    def match_expression(tokens: list[str], scope: str) -> str:
+        """FTS5 query: the scope token in its column AND any token (each double-quoted, quotes doubled)."""
+        terms = " OR ".join('"' + token.replace('"', '""') + '"' for token in tokens)
+        return f'keyword_scope : "{scope}" AND keyword : ({terms})'
 
-    def keyword_select(self, tokens: list[str], conditions: list[Any], limit: int) -> sa.Select[Any]:
+    def keyword_select(self, tokens: list[str], conditions: list[Any], limit: int, scope: str) -> sa.Select[Any]:
         fts = sa.table(self.fts, sa.column("rowid"))
         fts_ref = sa.literal_column(self.fts)
-        rank = sa.func.bm25(fts_ref)
+        rank = sa.func.bm25(fts_ref, sa.literal(0.0), sa.literal(1.0))  # the scope column weighs nothing
         return (
             sa.select(memories.c.id, (-rank).label("score"))
             .select_from(memories.join(fts, fts.c.rowid == memories.c.seq))
-            .where(fts_ref.op("MATCH")(sa.bindparam("fts_query", self.match_expression(tokens), type_=sa.Text)))
+            .where(fts_ref.op("MATCH")(sa.bindparam("fts_query", self.match_expression(tokens, scope), type_=sa.Text)))
             .where(*conditions)
             .order_by(rank, memories.c.seq)
             .limit(limit)
@@ -204,7 +205,7 @@ class PostgresFTSStrategy(DialectStrategy):
     async def rebuild_keyword_index(self, conn: AsyncConnection) -> None:
         await conn.exec_driver_sql("REINDEX INDEX ix_memories_keyword_tsv")
 
-    def keyword_select(self, tokens: list[str], conditions: list[Any], limit: int) -> sa.Select[Any]:
+    def keyword_select(self, tokens: list[str], conditions: list[Any], limit: int, scope: str) -> sa.Select[Any]:
         simple = sa.literal_column("'simple'::regconfig")
         queries = [sa.func.plainto_tsquery(simple, sa.bindparam(None, token, type_=sa.Text)) for token in tokens]
         tsquery = reduce(lambda left, right: left.op("||")(right), queries)
@@ -698,6 +699,7 @@ class SQLRecordStore(RecordStore):
             "embedding": None if record.embedding is None else _embedding_bytes(record.embedding),
             "space": _validate_space(record.space),
             "keyword": keyword,
+            "keyword_scope": keyword_scope(item.user_id, record.namespace),
         }
 
     async def _build_rows(self, records: Sequence[Record]) -> list[dict[str, Any]]:
@@ -1045,7 +1047,7 @@ class SQLRecordStore(RecordStore):
         tokens = list(dict.fromkeys(keyword_tokens(text)))[:MAX_QUERY_TOKENS]
         if not tokens or limit == 0:
             return []
-        statement = self._strategy.keyword_select(tokens, clauses, limit)
+        statement = self._strategy.keyword_select(tokens, clauses, limit, keyword_scope(user_id, namespace))
 
         async def work(conn: AsyncConnection) -> list[tuple[str, float]]:
             result = await conn.execute(statement)
@@ -1087,6 +1089,52 @@ class SQLRecordStore(RecordStore):
                 await conn.execute(sa.delete(index_outbox).where(index_outbox.c.seq.in_(list(chunk))))
 
         await self.run_transaction(work, write=True, op="outbox_ack")
+
+    @contextlib.asynccontextmanager
+    async def outbox_claim(self, limit: int = 1000) -> AsyncIterator[list[OutboxOp]]:
+        """Claim pending operations; acknowledged (deleted) when the block exits cleanly.
+
+        PostgreSQL (many processes share one outbox): one transaction selects the oldest
+        operations ``FOR UPDATE SKIP LOCKED`` (a row another drainer holds is skipped, not
+        waited for), leaving out any operation with an older one still pending for the same
+        memory (held by another drainer, or skipped), so a memory's operations apply one at a
+        time and in commit order. The rows are deleted and committed after the block; an
+        exception rolls back and leaves them for any process to retry. The block runs while
+        the transaction is open, so keep it to applying the operations.
+
+        SQLite (one process, the persist folder lock): read, then acknowledge, as the base class.
+        """
+        limit = _count(limit, "limit", 1)
+        if self._strategy.name != "postgresql":
+            async with super().outbox_claim(limit) as ops:
+                yield ops
+            return
+        o = index_outbox.c
+        older = index_outbox.alias("older")
+        statement = (
+            sa.select(o.seq, o.op, o.memory_id, o.user_id, o.space)
+            .where(~sa.exists().where(older.c.memory_id == o.memory_id, older.c.seq < o.seq))
+            .order_by(o.seq)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        in_block = False
+        try:
+            async with self.engine.connect() as conn, conn.begin():
+                result = await conn.execute(statement)
+                ops = [
+                    OutboxOp(seq=int(row[0]), op=row[1], memory_id=row[2], user_id=row[3], space=row[4])
+                    for row in result
+                ]
+                in_block = True
+                yield ops
+                in_block = False
+                for chunk in _chunks([op.seq for op in ops]):
+                    await conn.execute(sa.delete(index_outbox).where(o.seq.in_(list(chunk))))
+        except (TimeoutError, SQLAlchemyError, OSError) as exc:
+            if in_block:  # the caller's failure (rolled back): not the record store's
+                raise
+            raise self._store_error("outbox_claim", exc, 1) from exc
 
     async def iter_embedded(
         self, space: str, *, batch_size: int = 1000, after_seq: int = 0

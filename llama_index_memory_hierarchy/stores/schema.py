@@ -57,6 +57,7 @@ memories = sa.Table(
     sa.Column("embedding", sa.LargeBinary(), nullable=True),
     sa.Column("space", sa.String(255), nullable=True),
     sa.Column("keyword", sa.Text(), nullable=False, default=""),
+    sa.Column("keyword_scope", sa.Text(), nullable=False, default=""),
     sa.Index("ix_memories_scope", "user_id", "namespace", "memory_type", "timestamp"),
     sa.Index("ix_memories_dedupe", "user_id", "content_hash"),
     sa.Index("ix_memories_space", "space", "seq"),

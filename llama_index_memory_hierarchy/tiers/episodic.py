@@ -18,6 +18,7 @@ import numpy as np
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.retrieval.fusion import reciprocal_rank_fusion, score_items
+from llama_index_memory_hierarchy.retrieval.pipeline import keyword_terms
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, Record
 from llama_index_memory_hierarchy.text import keyword_tokens
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
@@ -190,7 +191,11 @@ class StoredTier(MemoryTier):
                 self.user_id, vector, memory_type=self.memory_type, filters=flt, limit=candidates
             ),
             self.context.records.keyword_search(
-                self.user_id, query, memory_type=self.memory_type, filters=flt, limit=candidates
+                self.user_id,
+                " ".join(keyword_terms(query)),
+                memory_type=self.memory_type,
+                filters=flt,
+                limit=candidates,
             ),
         )
         fused = reciprocal_rank_fusion([[i for i, _ in dense], [i for i, _ in keyword]], k=self.config.rrf_k)

@@ -180,8 +180,8 @@ def test_keyword_tokens() -> None:
 
 
 def test_fts5_match_expression_quotes_everything() -> None:
-    expression = SQLiteFTS5Strategy.match_expression(["a", 'b"c', "or"])
-    assert expression == '"a" OR "b""c" OR "or"'
+    expression = SQLiteFTS5Strategy.match_expression(["a", 'b"c', "or"], "s0a")
+    assert expression == 'keyword_scope : "s0a" AND keyword : ("a" OR "b""c" OR "or")'
 
 
 # --------------------------------------------------------------------------------------------------
