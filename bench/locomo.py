@@ -81,6 +81,7 @@ LADDER: list[PipelineConfig] = [
 
 #: One change at a time from the full pipeline.
 VARIANTS: list[PipelineConfig] = [
+    BEST.but("keyword search by SQLite FTS5 (as the record store)", keyword_backend="fts5"),
     BEST.but("- stemming", stemmer="none"),
     BEST.but("snowball stemmer (PyStemmer)", stemmer="snowball"),
     BEST.but("- question-word removal", query_stopwords=False),

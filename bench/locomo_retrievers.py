@@ -69,6 +69,33 @@ class _BM25:
         return np.asarray(self._model.get_scores(terms), dtype=np.float32)
 
 
+class _FTS5:
+    """SQLite FTS5 BM25 over pre-tokenised documents, as the library's record store indexes them.
+
+    Documents are stored as space-joined tokens (the record store's ``keyword`` column);
+    the query is its tokens, each double-quoted, OR-ed; ``-bm25()`` is the score.
+    """
+
+    def __init__(self, docs: Sequence[list[str]]) -> None:
+        import sqlite3
+
+        self._n = len(docs)
+        self._db = sqlite3.connect(":memory:")
+        self._db.execute("CREATE VIRTUAL TABLE docs USING fts5(keyword, tokenize='unicode61 remove_diacritics 0')")
+        self._db.executemany(
+            "INSERT INTO docs(rowid, keyword) VALUES (?, ?)", [(i, " ".join(d)) for i, d in enumerate(docs)]
+        )
+
+    def scores(self, terms: list[str]) -> np.ndarray:
+        out = np.zeros(self._n, dtype=np.float32)
+        if not terms:
+            return out
+        query = " OR ".join('"' + t.replace('"', '""') + '"' for t in dict.fromkeys(terms))
+        for rowid, score in self._db.execute("SELECT rowid, -bm25(docs) FROM docs WHERE docs MATCH ?", (query,)):
+            out[rowid] = max(float(score), 1e-9)
+        return out
+
+
 def top_n(scores: np.ndarray, n: int) -> list[int]:
     """Indexes of the ``n`` best positive scores, best first (ties: earlier first)."""
     order = np.argsort(-scores, kind="stable")[:n]
@@ -166,6 +193,7 @@ class PipelineConfig:
     # keyword side
     stemmer: str = "light"
     query_stopwords: bool = True
+    keyword_backend: str = "bm25s"  # or "fts5": SQLite FTS5 as in the record store
     # signal weights in the fusion (0 switches a signal off)
     w_bm25_turn: float = 0.0
     w_bm25_context: float = 1.0
@@ -214,14 +242,18 @@ class PipelineRetriever:
         def window(before: int, after: int) -> list[str]:
             return [P.contextual_text(lines, i, before=before, after=after, groups=sessions) for i in range(len(turns))]
 
-        self._bm25_turn = self._bm25_ctx = self._dense_turn = self._dense_ctx = None
+        self._bm25_turn: _BM25 | _FTS5 | None = None
+        self._bm25_ctx: _BM25 | _FTS5 | None = None
+        self._dense_turn: np.ndarray | None = None
+        self._dense_ctx: np.ndarray | None = None
+        index = _FTS5 if cfg.keyword_backend == "fts5" else _BM25
         if cfg.w_bm25_turn:
-            self._bm25_turn = _BM25(
+            self._bm25_turn = index(
                 [self._keyword_tokens(dated(line, t)) for line, t in zip(lines, turns, strict=True)]
             )
         if cfg.w_bm25_context:
             docs = window(cfg.context_before, cfg.context_after)
-            self._bm25_ctx = _BM25([self._keyword_tokens(dated(d, t)) for d, t in zip(docs, turns, strict=True)])
+            self._bm25_ctx = index([self._keyword_tokens(dated(d, t)) for d, t in zip(docs, turns, strict=True)])
         if cfg.w_dense_turn and self.embedder is not None:
             self._dense_turn = self.embedder.encode(lines)
         if cfg.w_dense_context and self.embedder is not None:

@@ -94,19 +94,36 @@ def light_stem(token: str) -> str:
     return word
 
 
-def keyword_terms(query: str, *, stopwords: Iterable[str] = QUERY_STOPWORDS) -> list[str]:
+def keyword_terms(
+    query: str,
+    *,
+    stopwords: Iterable[str] = QUERY_STOPWORDS,
+    tokenizer: Callable[[str], list[str]] = tokenize,
+) -> list[str]:
     """Content words of a question for a keyword (BM25) search, unique, in order.
 
     ``"What did Caroline research?"`` gives ``["caroline", "research"]``. When every
     word is a stopword the query's own tokens are returned, so a search never goes empty.
+    ``tokenizer`` must be the one the keyword index uses (for example the library's
+    ``text.keyword_tokens``, which also segments Chinese and Japanese).
     """
     stop = stopwords if isinstance(stopwords, (set, frozenset)) else frozenset(stopwords)
-    tokens = tokenize(query)
+    tokens = tokenizer(query)
     seen: dict[str, None] = {}
     for token in tokens:
         if token not in stop:
             seen.setdefault(token, None)
     return list(seen) or list(dict.fromkeys(tokens))
+
+
+def stem_text(text: str, *, tokenizer: Callable[[str], list[str]] = tokenize) -> str:
+    """``text`` as stemmed keyword tokens joined by spaces (what a keyword index should store)."""
+    return " ".join(light_stem(token) for token in tokenizer(text))
+
+
+def keyword_query(query: str, *, tokenizer: Callable[[str], list[str]] = tokenize) -> str:
+    """The keyword search text for a question: its content words, stemmed (``keyword_terms`` + ``light_stem``)."""
+    return " ".join(light_stem(term) for term in keyword_terms(query, tokenizer=tokenizer))
 
 
 # ------------------------------------------------------------------------------ fusion
@@ -224,6 +241,24 @@ def contextual_text(
             continue
         lines.append(turns[j])
     return separator.join(lines)
+
+
+def keyword_document(
+    text: str,
+    *,
+    speaker: str | None = None,
+    when: datetime | str | None = None,
+    previous: Sequence[str] = (),
+    following: Sequence[str] = (),
+) -> str:
+    """The text a keyword index should hold for one turn: its date, the turns around it, and the turn.
+
+    ``previous`` and ``following`` are neighbouring turns of the same session, already
+    formatted with :func:`format_turn`, oldest first; the recipe uses the two previous
+    turns and none after, so a turn's document is final when it is written.
+    """
+    lines = [*previous, format_turn(text, speaker), *following]
+    return format_turn("\n".join(lines), None, when)
 
 
 # ------------------------------------------------------------------------------ time
@@ -500,8 +535,8 @@ class RerankWeights:
     """
 
     entity: float = 0.3
-    time: float = 0.5
-    temporal: float = 0.3
+    time: float = 1.0
+    temporal: float = 0.5
 
 
 def rerank(
@@ -541,3 +576,50 @@ def rerank(
         out.append((key, score * factor))
     out.sort(key=lambda kv: kv[1], reverse=True)
     return out
+
+
+# ------------------------------------------------------------------------------ the recipe
+@dataclass(frozen=True)
+class PipelineRecipe:
+    """The measured default: what to index and how to weigh the signals (``docs/benchmarks.md``).
+
+    * keyword index: :func:`keyword_document` with ``context_before`` previous turns of the
+      same session and the date, stored as :func:`stem_text`; queried with :func:`keyword_query`;
+    * dense index: :func:`format_turn` (speaker and text) of the turn alone;
+    * ``candidates`` best of each, fused by :func:`score_fuse` (keyword ``"max"``-normalised,
+      cosine clipped at 0, with these weights), then :func:`rerank` with ``rerank`` weights.
+    """
+
+    context_before: int = 2
+    context_after: int = 0
+    date_in_keyword_text: bool = True
+    keyword_weight: float = 1.0
+    dense_weight: float = 1.0
+    candidates: int = 40
+    rerank: RerankWeights = RerankWeights()
+
+
+DEFAULT_RECIPE = PipelineRecipe()
+
+
+def rank_candidates(
+    query: str,
+    keyword_scores: Mapping[K, float],
+    dense_scores: Mapping[K, float],
+    candidates: Mapping[K, Candidate],
+    *,
+    now: datetime | None = None,
+    names: Iterable[str] | None = None,
+    recipe: PipelineRecipe = DEFAULT_RECIPE,
+) -> list[tuple[K, float]]:
+    """The whole ranking step of the recipe: fuse keyword and dense scores, then apply the priors.
+
+    ``keyword_scores``: BM25-like scores (higher is better) of the keyword hits.
+    ``dense_scores``: cosine similarities, ideally of *every* candidate (keyword hits
+    included, from their stored vectors), so that no candidate loses a signal only
+    because it missed the other index's cut.
+    """
+    fused = score_fuse(
+        [keyword_scores, dense_scores], [recipe.keyword_weight, recipe.dense_weight], normalise=["max", "clip"]
+    )
+    return rerank(query, fused, candidates, now=now, names=names, weights=recipe.rerank)

@@ -10,8 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llama_index_memory_hierarchy.retrieval.pipeline import (
+    DEFAULT_RECIPE,
     QUERY_STOPWORDS,
     Candidate,
+    PipelineRecipe,
     RerankWeights,
     TimeHint,
     contextual_text,
@@ -20,13 +22,17 @@ from llama_index_memory_hierarchy.retrieval.pipeline import (
     format_turn,
     has_temporal_intent,
     has_time_expression,
+    keyword_document,
+    keyword_query,
     keyword_terms,
     light_stem,
     mentioned_names,
     normalise_scores,
+    rank_candidates,
     rerank,
     rrf_fuse,
     score_fuse,
+    stem_text,
     time_score,
     tokenize,
 )
@@ -83,6 +89,20 @@ def test_light_stem_is_total_and_idempotent_on_length(word: str) -> None:
     stem = light_stem(word)
     assert isinstance(stem, str)
     assert len(stem) <= len(word) + 1
+
+
+def test_stem_text_and_keyword_query_meet() -> None:
+    assert stem_text("Caroline went camping with her families!") == "carolin went camp with her famili"
+    assert keyword_query("Where has Melanie camped?") == "melani camp"
+    assert set(keyword_query("Where has Melanie camped?").split()) <= set(stem_text("Melanie: camping trip").split())
+
+
+def test_tokenizer_is_pluggable() -> None:
+    from llama_index_memory_hierarchy.text import keyword_tokens
+
+    assert stem_text("Ünïcode Cafés", tokenizer=keyword_tokens) == "ünïcode cafés"
+    assert keyword_query("What did Zoë paint?", tokenizer=keyword_tokens) == "zoë paint"
+    assert keyword_terms("what is x-ray?", tokenizer=str.split) == ["x-ray?"]
 
 
 # ------------------------------------------------------------------ fusion
@@ -148,6 +168,14 @@ def test_contextual_text_windows_within_a_session() -> None:
         contextual_text(lines, 4)
     with pytest.raises(ValueError):
         contextual_text(lines, 1, before=-1)
+
+
+def test_keyword_document() -> None:
+    when = datetime(2023, 5, 8, tzinfo=UTC)
+    doc = keyword_document("I adopted a dog", speaker="Ann", when=when, previous=["Bob: Any news?"])
+    assert doc == "[8 May 2023] Bob: Any news?\nAnn: I adopted a dog"
+    assert keyword_document("hi") == "hi"
+    assert keyword_document("hi", following=["B: yo"]) == "hi\nB: yo"
 
 
 # ------------------------------------------------------------------ time
@@ -296,3 +324,20 @@ def test_pipeline_functions_work_on_numpy_scores() -> None:
     scores = np.array([3.0, 1.0, 0.0], dtype=np.float32)
     fused = score_fuse([{i: float(s) for i, s in enumerate(scores)}])
     assert [k for k, _ in fused] == [0, 1, 2]
+
+
+def test_rank_candidates_is_fusion_then_priors() -> None:
+    when = datetime(2023, 5, 8, tzinfo=UTC)
+    candidates = {
+        1: Candidate(1, "I like tea", "Ann", when),
+        2: Candidate(2, "I like coffee", "Bob", when),
+        3: Candidate(3, "tea time", "Ann", when),
+    }
+    keyword = {1: 8.0, 3: 4.0}
+    dense = {1: 0.3, 2: 0.6, 3: 0.5}
+    ranked = rank_candidates("What does Bob like?", keyword, dense, candidates)
+    fused = score_fuse([keyword, dense], normalise=["max", "clip"])
+    assert ranked == rerank("What does Bob like?", fused, candidates, weights=DEFAULT_RECIPE.rerank)
+    assert [k for k, _ in ranked] == [1, 3, 2]  # 1.3, 1.0, then 0.6 boosted by 1.3 for Bob
+    keyword_only = PipelineRecipe(dense_weight=0.0, rerank=RerankWeights(0, 0, 0))
+    assert [k for k, _ in rank_candidates("tea", keyword, dense, candidates, recipe=keyword_only)][:2] == [1, 3]
