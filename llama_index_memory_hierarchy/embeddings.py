@@ -298,6 +298,7 @@ class EmbeddingService:
         self._infer_lock = threading.Lock()
         self._state_lock = threading.Lock()
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._inflight: dict[tuple[int, str], asyncio.Task[np.ndarray]] = {}
         self._hits = 0
         self._misses = 0
         self._tokenizer: Any = None
@@ -480,7 +481,11 @@ class EmbeddingService:
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
 
     async def aembed_query(self, text: str, *, field: str = "query") -> np.ndarray:
-        """Embed a search query: ``(dim,)`` float32, L2-normalised, served from an LRU cache."""
+        """Embed a search query: ``(dim,)`` float32, L2-normalised, served from an LRU cache.
+
+        Concurrent requests for one text (several tiers searching at once) share one
+        model call instead of each missing the cache.
+        """
         self._check_texts([text], field)
         if self.query_cache_size:
             with self._state_lock:
@@ -489,18 +494,27 @@ class EmbeddingService:
                     self._cache.move_to_end(text)
                     self._hits += 1
                     return cached.copy()
+        loop = asyncio.get_running_loop()
+        key = (id(loop), text)
+        task = self._inflight.get(key)
+        if task is None:
+            task = loop.create_task(self._aembed_query_uncached(text, field))
+            self._inflight[key] = task
+            task.add_done_callback(lambda _: self._inflight.pop(key, None))
+        return (await asyncio.shield(task)).copy()
+
+    async def _aembed_query_uncached(self, text: str, field: str) -> np.ndarray:
         await self._amodel()
         raw = await asyncio.to_thread(self._embed_query_sync, text)
         vector = self._finalize([raw], 1, field, 0)[0]
+        vector.flags.writeable = False
         if self.query_cache_size:
-            vector.flags.writeable = False
             with self._state_lock:
                 self._misses += 1
                 self._cache[text] = vector
                 self._cache.move_to_end(text)
                 while len(self._cache) > self.query_cache_size:
                     self._cache.popitem(last=False)
-            return vector.copy()
         return vector
 
     def cache_info(self) -> dict[str, int]:

@@ -200,3 +200,14 @@ def test_importing_the_package_loads_no_model_libraries() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+async def test_concurrent_queries_for_one_text_share_one_model_call() -> None:
+    import asyncio
+
+    from llama_index_memory_hierarchy.embeddings import EmbeddingService
+
+    service = EmbeddingService("hashing")
+    vectors = await asyncio.gather(*(service.aembed_query("same question") for _ in range(5)))
+    assert all(np.array_equal(vectors[0], v) for v in vectors)
+    assert service.cache_info()["misses"] == 1
