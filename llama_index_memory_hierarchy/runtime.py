@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import os
 import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
@@ -23,6 +24,7 @@ class Runtime:
     """Owns one event loop thread. Thread-safe; cheap to share between many memories."""
 
     def __init__(self, name: str = "lmh-runtime") -> None:
+        self._pid = os.getpid()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._started = threading.Event()
@@ -44,8 +46,19 @@ class Runtime:
         """True when called from the runtime's own thread."""
         return threading.current_thread() is self._thread
 
+    @property
+    def forked(self) -> bool:
+        """True in a child process forked after this runtime started (its loop thread is not there)."""
+        return os.getpid() != self._pid
+
     def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
         """Schedule ``coro`` on the runtime loop; returns a concurrent future."""
+        if self.forked:  # the loop thread did not survive fork(): waiting on it would hang forever
+            coro.close()
+            raise RuntimeError(
+                f"this memory belongs to process {self._pid}, not to this forked child; open memories anew in "
+                "the child (an embedded folder stays locked by the parent: use a server deployment to share one)"
+            )
         if self._loop.is_closed():
             coro.close()
             raise RuntimeError("the memory runtime is closed")
@@ -70,7 +83,7 @@ class Runtime:
 
     def stop(self) -> None:
         """Stop the loop thread (idempotent). Pending work is cancelled."""
-        if self._loop.is_closed():
+        if self._loop.is_closed() or self.forked:
             return
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
@@ -87,6 +100,17 @@ def get_runtime() -> Runtime:
     """The process-wide runtime, started on first use."""
     global _shared
     with _shared_lock:
-        if _shared is None or _shared.loop.is_closed():
+        if _shared is None or _shared.loop.is_closed() or _shared.forked:
             _shared = Runtime()
         return _shared
+
+
+def _after_fork_in_child() -> None:
+    """A forked child starts its own runtime on first use (the lock may have been held mid-fork)."""
+    global _shared, _shared_lock
+    _shared = None
+    _shared_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -5,6 +5,14 @@ one record store connection pool, one vector index per vector space, one embeddi
 model. The context also keeps the derived indexes in step with the record store:
 every write commits rows plus outbox entries in one transaction, then applies the
 outbox to the vector index; entries left by a crash are applied on the next open.
+
+Many processes may share one server deployment (records on PostgreSQL, vectors on a
+server): their contexts drain the one outbox concurrently. The record store hands each
+operation to one drainer at a time, never a memory's later operation before its earlier
+one (``SELECT ... FOR UPDATE SKIP LOCKED`` on PostgreSQL), and acknowledges it in the same
+transaction only once the vector write succeeded; upserts are idempotent. A process whose
+vector write fails leaves the operation for itself (bounded background retries) or any
+other process to apply. Only an embedded deployment locks the persist folder.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 
 from llama_index_memory_hierarchy.config import MemoryConfig, redact_url
-from llama_index_memory_hierarchy.errors import StoreLockedError
+from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreError, StoreLockedError
 from llama_index_memory_hierarchy.runtime import Runtime, get_runtime
 from llama_index_memory_hierarchy.stores.base import (
     MEMORY_NAMESPACE,
@@ -30,13 +38,16 @@ from llama_index_memory_hierarchy.stores.base import (
     VectorFilter,
     VectorIndex,
 )
-from llama_index_memory_hierarchy.stores.vector import open_vector_index, record_to_point
+from llama_index_memory_hierarchy.stores.vector import as_vector_index, open_vector_index, record_to_point
 from llama_index_memory_hierarchy.types import MemoryFilter, MemoryType
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _OUTBOX_BATCH = 2000
+#: Background re-drains after a failed index write: attempts and the first delay (doubling).
+_RETRY_ATTEMPTS = 6
+_RETRY_FIRST_DELAY_S = 0.5
 
 
 class _FolderLock:
@@ -49,13 +60,27 @@ class _FolderLock:
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            holder = self._holder()
             os.close(self._fd)
+            if holder == os.getpid():
+                raise StoreLockedError(
+                    f"{folder}: already open in this process with other settings (embedding model or store "
+                    "URLs); open every memory of a folder with the same config and embed_model so they share "
+                    "one set of stores"
+                ) from None
             raise StoreLockedError(
-                f"{folder}: held by another process; embedded stores serve one process "
-                "(share one HierarchicalMemory per process, or use a server deployment)"
+                f"{folder}: held by another process{f' (pid {holder})' if holder else ''}; embedded stores "
+                "serve one process (share one HierarchicalMemory per process, or use a server deployment)"
             ) from None
         os.ftruncate(self._fd, 0)
         os.write(self._fd, str(os.getpid()).encode())
+
+    def _holder(self) -> int | None:
+        """The pid the holder wrote into the lock file, if readable."""
+        try:
+            return int(os.pread(self._fd, 32, 0).decode().strip() or 0) or None
+        except (OSError, ValueError):
+            return None
 
     def release(self) -> None:
         fcntl.flock(self._fd, fcntl.LOCK_UN)
@@ -95,7 +120,14 @@ class StoreContext:
     _registry: ClassVar[dict[tuple[Any, ...], StoreContext]] = {}
     _registry_lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, config: MemoryConfig, embed_model: Any, runtime: Runtime, key: tuple[Any, ...]) -> None:
+    def __init__(
+        self,
+        config: MemoryConfig,
+        embed_model: Any,
+        runtime: Runtime,
+        key: tuple[Any, ...],
+        vector_store: Any = None,
+    ) -> None:
         from llama_index_memory_hierarchy.embeddings import EmbeddingService
         from llama_index_memory_hierarchy.stores.record_sql import SQLRecordStore
 
@@ -104,6 +136,7 @@ class StoreContext:
         self.persist_dir = Path(config.persist_dir).expanduser().resolve()
         self._key = key
         self._refs = 0
+        self._vector_store = vector_store
         self._lock = _FolderLock(self.persist_dir) if self._is_embedded() else None
         self.records: RecordStore = SQLRecordStore(
             config.resolved_record_store_url, sqlite_synchronous=config.sqlite_synchronous
@@ -114,6 +147,7 @@ class StoreContext:
         self._outbox_lock = asyncio.Lock()
         self._resources: dict[str, Any] = {}
         self._background: set[asyncio.Task[Any]] = set()
+        self._retry: asyncio.Task[Any] | None = None
         try:
             runtime.run(self._astart())
         except BaseException:
@@ -122,7 +156,14 @@ class StoreContext:
             raise
 
     def _is_embedded(self) -> bool:
-        return self.config.resolved_record_store_url.startswith("sqlite") or self.config.vector_backend == "edge"
+        """Whether a store lives in the persist folder (then one process owns the folder)."""
+        vectors_on_server = self._vector_store is not None or self.config.vectors_on_server
+        return not (self.config.records_on_server and vectors_on_server)
+
+    @property
+    def locked(self) -> bool:
+        """True when this process holds the persist folder lock (an embedded deployment)."""
+        return self._lock is not None
 
     def __repr__(self) -> str:
         return (
@@ -131,22 +172,44 @@ class StoreContext:
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
-    def acquire(cls, config: MemoryConfig, *, embed_model: Any = None, runtime: Runtime | None = None) -> StoreContext:
-        """The shared context for this configuration (created on first use)."""
+    def acquire(
+        cls,
+        config: MemoryConfig,
+        *,
+        embed_model: Any = None,
+        runtime: Runtime | None = None,
+        vector_store: Any = None,
+    ) -> StoreContext:
+        """The shared context for this configuration (created on first use).
+
+        ``vector_store`` replaces the configured vector backend: a LlamaIndex
+        ``BasePydanticVectorStore`` (or a ``VectorIndex``) serving the text embedding space, or a
+        factory ``(space, dim) -> store`` serving every space (perceptual encoders need their own).
+        """
+        if vector_store is not None and not callable(vector_store) and not _is_store(vector_store):
+            raise MemoryValidationError(
+                "vector_store",
+                "expected a LlamaIndex BasePydanticVectorStore, a VectorIndex or a factory (space, dim) -> store, "
+                f"got {type(vector_store).__name__}",
+            )
         key = (
             str(Path(config.persist_dir).expanduser().resolve()),
             config.resolved_record_store_url,
             config.vector_backend,
             config.qdrant_url,
             config.qdrant_path,
+            config.vector_store_url,
+            config.vector_store_factory,
+            config.collection_prefix,
+            None if vector_store is None else id(vector_store),
             config.graph_store_url,
             id(embed_model) if embed_model is not None and not isinstance(embed_model, str) else embed_model,
             config.embed_model,
         )
         with cls._registry_lock:
             context = cls._registry.get(key)
-            if context is None:
-                context = cls(config, embed_model, runtime or get_runtime(), key)
+            if context is None or context.runtime.forked:
+                context = cls(config, embed_model, runtime or get_runtime(), key, vector_store)
                 cls._registry[key] = context
             context._refs += 1
             return context
@@ -173,9 +236,16 @@ class StoreContext:
 
     async def _astart(self) -> None:
         await self.records.start()
-        await self.drain_outbox()
+        await self._adrain_or_retry()
+        if self._lock is not None and not self.config.vectors_on_server:
+            # Vector indexes held by this process alone: repair any that lost acknowledged points.
+            from llama_index_memory_hierarchy.maintenance import areconcile_vectors
+
+            await areconcile_vectors(self)
 
     async def _aclose(self) -> None:
+        if self._retry is not None:
+            self._retry.cancel()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         for resource in self._resources.values():
@@ -213,8 +283,26 @@ class StoreContext:
             if space not in self._vectors:
                 if dim is None:
                     raise ValueError(f"dimension of vector space {space!r} is unknown")
-                self._vectors[space] = await self.runtime.to_thread(open_vector_index, self.config, space, dim)
+                self._vectors[space] = await self.runtime.to_thread(self._open_index, space, dim)
             return self._vectors[space]
+
+    def _open_index(self, space: str, dim: int) -> VectorIndex:
+        """The index of ``space``: from the supplied ``vector_store`` when given, else as configured."""
+        supplied = self._vector_store
+        if supplied is None:
+            return open_vector_index(self.config, space, dim)
+        if _is_store(supplied):
+            text_space = self.embeddings.space
+            if space != text_space:
+                raise StoreError(
+                    f"the vector_store given serves the text embedding space {text_space!r} only; "
+                    f"pass a factory (space, dim) -> store to also index space {space!r}"
+                )
+            return as_vector_index(supplied, space, dim)
+        made = supplied(space, dim)
+        if made is None:
+            raise StoreError(f"the vector_store factory returned None for space {space!r}")
+        return as_vector_index(made, space, dim)
 
     async def aspace(self) -> str:
         """The text embedding space (loads the model on first use, off the loop)."""
@@ -237,55 +325,123 @@ class StoreContext:
                     record.embedding = vector
                     record.space = space
         ids = await self.records.insert(records, dedupe=dedupe)
-        await self.drain_outbox({r.item.id: r for r in records})
+        await self._adrain_or_retry({r.item.id: r for r in records})
         return ids
 
     async def adelete(self, user_id: str, ids: Sequence[str]) -> list[str]:
         """Delete records of a user and their vectors; return the ids deleted."""
         deleted = await self.records.delete(user_id, ids)
         if deleted:
-            await self.drain_outbox()
+            await self._adrain_or_retry()
         return deleted
 
+    async def _adrain_or_retry(self, known: dict[str, Record] | None = None) -> None:
+        """Drain after a committed write; an index failure is logged and retried in the background.
+
+        The write is durable once the record store committed it, so its caller must not see
+        an error (a retry would write it twice): the index catches up from the outbox.
+        """
+        try:
+            await self.drain_outbox(known)
+        except (StoreError, OSError, TimeoutError) as exc:
+            logger.warning("%r: vector index update deferred (kept in the outbox, retried): %s", self, exc)
+            self._schedule_retry()
+
+    def _schedule_retry(self) -> None:
+        if self._retry is not None and not self._retry.done():
+            return
+
+        async def retry() -> None:
+            delay = _RETRY_FIRST_DELAY_S
+            for attempt in range(1, _RETRY_ATTEMPTS + 1):
+                await asyncio.sleep(delay)
+                try:
+                    await self.drain_outbox()
+                    return
+                except (StoreError, OSError, TimeoutError) as exc:
+                    logger.info("%r: outbox retry %d failed: %s", self, attempt, exc)
+                    delay *= 2
+            logger.error("%r: outbox not applied after %d retries; the next write or open retries", self, attempt)
+
+        self._retry = asyncio.ensure_future(retry())
+
     async def drain_outbox(self, known: dict[str, Record] | None = None) -> int:
-        """Apply pending index operations to the vector indexes; return how many."""
+        """Apply pending index operations to the vector indexes; return how many.
+
+        Operations are claimed from the record store (on PostgreSQL: row locks, skipping those
+        another process holds) and acknowledged in the same transaction after the vector
+        writes succeed; on failure they stay pending and this raises.
+        """
         applied = 0
         async with self._outbox_lock:
             while True:
-                ops = await self.records.outbox_pending(_OUTBOX_BATCH)
-                if not ops:
-                    return applied
-                await self._apply(ops, known or {})
-                await self.records.outbox_ack([op.seq for op in ops])
+                async with self.records.outbox_claim(_OUTBOX_BATCH) as ops:
+                    if not ops:
+                        return applied
+                    await self._apply(ops, known or {})
                 applied += len(ops)
 
     async def _apply(self, ops: Sequence[Any], known: dict[str, Record]) -> None:
+        """Bring the indexes to the records' current state for every memory the ops name.
+
+        Per memory the last operation decides: an upsert writes the record's current vector
+        (re-read unless this process just wrote it) into its space, and removes it from other
+        open spaces when an earlier op in the batch deleted it there (a space change); a
+        delete removes it from every open index.
+        """
+        final: dict[str, Any] = {}
+        deleted_somewhere: set[str] = set()
+        for op in ops:
+            final.pop(op.memory_id, None)
+            final[op.memory_id] = op
+            if op.op == "delete":
+                deleted_somewhere.add(op.memory_id)
         upserts: dict[str, dict[str, Record]] = {}
         fetch: dict[str, list[str]] = {}
-        deletes: list[str] = []
-        for op in ops:
+        deletes = [memory_id for memory_id, op in final.items() if op.op == "delete"]
+        for memory_id, op in final.items():
             if op.op == "delete":
-                deletes.append(op.memory_id)
-                for bucket in upserts.values():
-                    bucket.pop(op.memory_id, None)
-            elif op.memory_id in known and known[op.memory_id].embedding is not None:
-                record = known[op.memory_id]
-                upserts.setdefault(record.space or "", {})[op.memory_id] = record
+                continue
+            record = known.get(memory_id)
+            if record is not None and record.embedding is not None and record.space:
+                upserts.setdefault(record.space, {})[memory_id] = record
             else:
-                fetch.setdefault(op.user_id, []).append(op.memory_id)
+                fetch.setdefault(op.user_id, []).append(memory_id)
         for user_id, ids in fetch.items():
-            for record in await self.records.get(user_id, ids, with_embeddings=True):
-                if record.embedding is not None and record.space:
-                    upserts.setdefault(record.space, {})[record.item.id] = record
+            found = {r.item.id: r for r in await self.records.get(user_id, ids, with_embeddings=True)}
+            for memory_id in ids:
+                record = found.get(memory_id)
+                if record is not None and record.embedding is not None and record.space:
+                    upserts.setdefault(record.space, {})[memory_id] = record
+                else:  # deleted (or un-embedded) since: its later op, if any, is applied after this one
+                    deletes.append(memory_id)
         for space, bucket in upserts.items():
-            if bucket:
-                first = next(iter(bucket.values()))
-                index = await self.avector_index(space, int(np.asarray(first.embedding).shape[-1]))
-                await index.upsert([record_to_point(r) for r in bucket.values()])
-        if deletes:
+            first = next(iter(bucket.values()))
+            index = await self.avector_index(space, int(np.asarray(first.embedding).shape[-1]))
+            await self._upsert(index, list(bucket.values()))
+        moved = {memory_id: space for space, bucket in upserts.items() for memory_id in bucket}
+        stale = [m for m in moved if m in deleted_somewhere]
+        if deletes or stale:
             await self.avector_index()  # the default space may not be open yet
-            for index in list(self._vectors.values()):
-                await index.delete(deletes)
+            for space, index in list(self._vectors.items()):
+                doomed = deletes + [m for m in stale if moved[m] != space]
+                if doomed:
+                    await index.delete(doomed)
+
+    @staticmethod
+    async def _upsert(index: VectorIndex, records: list[Record]) -> None:
+        """Upsert points; a record the index rejects (e.g. an all-zero vector) is logged and skipped.
+
+        A rejected point would otherwise stay in the outbox forever and block every later op.
+        """
+        try:
+            await index.upsert([record_to_point(r) for r in records])
+        except MemoryValidationError:
+            for record in records:
+                try:
+                    await index.upsert([record_to_point(record)])
+                except MemoryValidationError as exc:
+                    logger.error("memory %s cannot be indexed and is skipped: %s", record.item.id, exc)
 
     # ------------------------------------------------------------------ reads
     async def adense_search(
@@ -310,6 +466,23 @@ class StoreContext:
         await self.drain_outbox()
         for index in self._vectors.values():
             await index.delete_user(user_id)
+
+
+def _is_store(value: Any) -> bool:
+    """A vector store instance (LlamaIndex store or VectorIndex), as opposed to a factory."""
+    from llama_index.core.vector_stores.types import BasePydanticVectorStore
+
+    return isinstance(value, (BasePydanticVectorStore, VectorIndex))
+
+
+def _forget_contexts_after_fork() -> None:
+    """A forked child must not reuse its parent's contexts: their runtime thread and locks stayed behind."""
+    StoreContext._registry = {}
+    StoreContext._registry_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_contexts_after_fork)
 
 
 def _log_failure(task: asyncio.Task[Any]) -> None:

@@ -42,6 +42,11 @@ UPSERT_CHUNK = 256
 #: Page size when listing ids.
 SCROLL_PAGE = 10_000
 _CONFIG_FILE = "edge_config.json"
+#: How to recover a damaged folder (it is derived: the record store can rebuild it).
+REBUILD_HINT = (
+    "the folder is derived from the record store: rebuild it with `lmh reindex` "
+    "(llama_index_memory_hierarchy.maintenance.rebuild_indexes), or delete it and it is rebuilt on the next open"
+)
 
 
 class EdgeVectorIndex(VectorIndex):
@@ -135,8 +140,7 @@ class EdgeVectorIndex(VectorIndex):
         if not config_file.exists():
             if segments.is_dir() and any(segments.iterdir()):
                 raise StoreError(
-                    f"vector index folder {self.path} is corrupt: it has segments but no {_CONFIG_FILE}; "
-                    "delete the folder to rebuild it from the record store"
+                    f"vector index folder {self.path} is corrupt: it has segments but no {_CONFIG_FILE}; {REBUILD_HINT}"
                 )
             return None
         try:
@@ -145,8 +149,7 @@ class EdgeVectorIndex(VectorIndex):
             size, distance = int(vector["size"]), vector.get("distance")
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise StoreError(
-                f"vector index folder {self.path} is corrupt: unreadable {_CONFIG_FILE} ({exc}); "
-                "delete the folder to rebuild it from the record store"
+                f"vector index folder {self.path} is corrupt: unreadable {_CONFIG_FILE} ({exc}); {REBUILD_HINT}"
             ) from exc
         if distance != "Cosine":
             raise StoreError(f"vector index folder {self.path} uses {distance} distance, not Cosine")
@@ -183,7 +186,9 @@ class EdgeVectorIndex(VectorIndex):
                 f"vector index folder {self.path} is already open (in another process, or by another "
                 "EdgeVectorIndex in this process); share one index object per folder"
             )
-        return StoreError(f"vector index folder {self.path} could not be opened (corrupt or unreadable): {text}")
+        return StoreError(
+            f"vector index folder {self.path} could not be opened (corrupt or unreadable): {text}; {REBUILD_HINT}"
+        )
 
     def _ensure_payload_indexes(self, shard: Any) -> None:
         import qdrant_edge as qe
@@ -250,7 +255,9 @@ class EdgeVectorIndex(VectorIndex):
                     shard.update(qe.UpdateOperation.upsert_points(batch))
                 self._after_write(shard, len(points))
             except Exception as exc:
-                raise StoreError(f"vector index {self.path}: upsert failed: {exc}") from exc
+                raise StoreError(
+                    f"vector index {self.path}: upsert failed: {exc}; if it is damaged, {REBUILD_HINT}"
+                ) from exc
 
     async def upsert(self, points: Sequence[VectorPoint]) -> None:
         """Insert or replace points (idempotent); flushed before returning."""
@@ -265,7 +272,9 @@ class EdgeVectorIndex(VectorIndex):
                 shard.update(operation)
                 self._after_write(shard, 0)
             except Exception as exc:
-                raise StoreError(f"vector index {self.path}: delete failed: {exc}") from exc
+                raise StoreError(
+                    f"vector index {self.path}: delete failed: {exc}; if it is damaged, {REBUILD_HINT}"
+                ) from exc
 
     async def delete(self, ids: Sequence[str]) -> None:
         """Delete points by id (absent ids are ignored)."""
@@ -326,7 +335,9 @@ class EdgeVectorIndex(VectorIndex):
         try:
             hits = shard.query(request)
         except Exception as exc:
-            raise StoreError(f"vector index {self.path}: search failed: {exc}") from exc
+            raise StoreError(
+                f"vector index {self.path}: search failed: {exc}; if it is damaged, {REBUILD_HINT}"
+            ) from exc
         return [(str(hit.id), float(hit.score)) for hit in hits]
 
     async def search(self, vector: np.ndarray, flt: VectorFilter, limit: int) -> list[tuple[str, float]]:
@@ -352,7 +363,9 @@ class EdgeVectorIndex(VectorIndex):
         try:
             return int(shard.count(qe.CountRequest(exact=True, filter=self._scope(user_id))))
         except Exception as exc:
-            raise StoreError(f"vector index {self.path}: count failed: {exc}") from exc
+            raise StoreError(
+                f"vector index {self.path}: count failed: {exc}; if it is damaged, {REBUILD_HINT}"
+            ) from exc
 
     async def count(self, user_id: str | None = None) -> int:
         """Points in the index (of one user, or all)."""
@@ -376,7 +389,9 @@ class EdgeVectorIndex(VectorIndex):
                 if offset is None or not records:
                     return found
         except Exception as exc:
-            raise StoreError(f"vector index {self.path}: listing ids failed: {exc}") from exc
+            raise StoreError(
+                f"vector index {self.path}: listing ids failed: {exc}; if it is damaged, {REBUILD_HINT}"
+            ) from exc
 
     async def ids(self, user_id: str | None = None) -> set[str]:
         """All point ids (of one user, or all)."""

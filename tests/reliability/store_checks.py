@@ -1,0 +1,83 @@
+"""Independent consistency checks of a persist folder, used by the reliability and security tests.
+
+They read SQLite and the vector index directly, so a bug in the package's own maintenance
+code cannot hide a bug elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class StoreState:
+    """What a folder holds, read straight from SQLite."""
+
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> row
+    outbox: int = 0
+    fts_rows: int = 0
+    fts_integrity: str = ""
+
+
+def read_sqlite(persist_dir: Path) -> StoreState:
+    """Every memory row, the outbox size and the FTS5 state, read with the stdlib driver."""
+    db = sqlite3.connect(f"file:{persist_dir / 'memory.db'}?mode=ro", uri=True)
+    try:
+        state = StoreState()
+        cursor = db.execute(
+            "SELECT id, user_id, session_id, namespace, memory_type, content, embedding, space, seq FROM memories"
+        )
+        for memory_id, user, session, namespace, kind, content, embedding, space, seq in cursor:
+            state.rows[memory_id] = {
+                "user_id": user,
+                "session_id": session,
+                "namespace": namespace,
+                "memory_type": kind,
+                "content": content,
+                "embedding": None if embedding is None else np.frombuffer(embedding, dtype="<f4"),
+                "space": space,
+                "seq": seq,
+            }
+        state.outbox = db.execute("SELECT count(*) FROM index_outbox").fetchone()[0]
+        state.fts_rows = db.execute("SELECT count(*) FROM memories_fts_docsize").fetchone()[0]
+    finally:
+        db.close()
+    rw = sqlite3.connect(str(persist_dir / "memory.db"))
+    try:
+        rw.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES ('integrity-check', 1)")
+        state.fts_integrity = "ok"
+    except sqlite3.DatabaseError as exc:
+        state.fts_integrity = str(exc)
+    finally:
+        rw.close()
+    return state
+
+
+async def vector_ids(context: Any) -> dict[str, set[str]]:
+    """Point ids of every vector space on disk (and open) of a context, through its public API."""
+    found: dict[str, set[str]] = {}
+    vectors = context.persist_dir / "vectors"
+    for folder in sorted(vectors.iterdir()) if vectors.is_dir() else []:
+        dim = json.loads((folder / "edge_config.json").read_text())["vectors"][""]["size"]
+        found[folder.name] = await (await context.avector_index(folder.name, dim)).ids()
+    return found
+
+
+def assert_indexes_agree(state: StoreState, points: dict[str, set[str]]) -> None:
+    """Vector points == records with an embedding, per space; FTS rows == records; outbox empty."""
+    expected: dict[str, set[str]] = {}
+    for memory_id, row in state.rows.items():
+        if row["embedding"] is not None:
+            expected.setdefault(row["space"], set()).add(memory_id)
+    for space in set(expected) | set(points):
+        want, have = expected.get(space, set()), points.get(space, set())
+        assert want == have, f"space {space}: {len(want - have)} records without a point, {len(have - want)} stray"
+    assert state.fts_rows == len(state.rows), f"FTS has {state.fts_rows} rows for {len(state.rows)} records"
+    assert state.fts_integrity == "ok", state.fts_integrity
+    assert state.outbox == 0, f"{state.outbox} outbox entries left after open"

@@ -1,0 +1,250 @@
+"""Restarts: a folder held by another process, reopening, forks, and schema versions."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from store_checks import assert_indexes_agree, read_sqlite, vector_ids
+
+from llama_index_memory_hierarchy import HierarchicalMemory
+from llama_index_memory_hierarchy.errors import SchemaVersionError, StoreError, StoreLockedError
+
+HOLDER = textwrap.dedent(
+    """
+    import sys
+    from llama_index_memory_hierarchy import HierarchicalMemory
+    memory = HierarchicalMemory.from_defaults(user_id="alice", session_id="s1", persist_dir=sys.argv[1],
+                                              embed_model="hashing")
+    memory.episodic.add("written by the holder before the intruder came")
+    print("READY", flush=True)
+    sys.stdin.readline()  # the parent tries to open the folder meanwhile
+    memory.episodic.add("written by the holder after the intruder left")
+    memory.close()
+    print("DONE", flush=True)
+    """
+)
+
+
+def _open(folder: Path, user: str = "alice", **kwargs: Any) -> HierarchicalMemory:
+    kwargs.setdefault("embed_model", "hashing")
+    return HierarchicalMemory.from_defaults(user_id=user, session_id="s1", persist_dir=str(folder), **kwargs)
+
+
+def test_folder_held_by_another_process_is_refused_cleanly(tmp_path: Path) -> None:
+    folder = tmp_path / "memory_data"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(folder)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        assert holder.stdout.readline().strip() == "READY"
+        for _ in range(3):
+            with pytest.raises(StoreLockedError) as caught:
+                _open(folder)
+            message = str(caught.value)
+            assert str(folder.resolve()) in message and "another process" in message
+            assert f"pid {holder.pid}" in message
+        from llama_index_memory_hierarchy.maintenance import rebuild_indexes
+
+        with pytest.raises(StoreLockedError):
+            rebuild_indexes(folder)
+        holder.stdin.write("go\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "DONE"
+        assert holder.wait(60) == 0
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+    with _open(folder) as memory:  # the refused attempts changed nothing
+        assert [i.content for i in memory.episodic.get_timeline()] == [
+            "written by the holder before the intruder came",
+            "written by the holder after the intruder left",
+        ]
+        assert_indexes_agree(read_sqlite(folder), memory.context.runtime.run(vector_ids(memory.context)))
+
+
+def test_same_folder_with_other_settings_in_one_process_says_so(tmp_path: Path) -> None:
+    folder = tmp_path / "memory_data"
+    with _open(folder) as memory:
+        with _open(folder, user="bob") as other:  # same settings: one shared set of stores
+            assert other.context is memory.context
+        with pytest.raises(StoreLockedError, match="already open in this process"):
+            _open(folder, embed_model="default")
+
+
+def test_reopening_many_times_keeps_everything(tmp_path: Path) -> None:
+    folder = tmp_path / "memory_data"
+    ids: list[str] = []
+    for round_no in range(4):
+        with _open(folder) as memory:
+            assert [i.id for i in memory.episodic.get_timeline()] == ids
+            ids += memory.episodic.add_many([f"round {round_no} fact {i}" for i in range(5)])
+    with _open(folder) as memory:
+        assert len(memory.episodic.get_timeline()) == 20
+        assert_indexes_agree(read_sqlite(folder), memory.context.runtime.run(vector_ids(memory.context)))
+
+
+FORKED = textwrap.dedent(
+    """
+    import os, sys
+    from llama_index_memory_hierarchy import HierarchicalMemory
+    from llama_index_memory_hierarchy.errors import StoreLockedError
+    memory = HierarchicalMemory.from_defaults(user_id="alice", session_id="s1", persist_dir=sys.argv[1],
+                                              embed_model="hashing")
+    memory.episodic.add("before the fork")
+    pid = os.fork()
+    if pid == 0:
+        outcome = []
+        try:
+            memory.episodic.add("from the forked child")  # an inherited object must not hang
+        except RuntimeError as exc:
+            outcome.append(f"inherited:{'fork' in str(exc)}")
+        try:
+            HierarchicalMemory.from_defaults(user_id="alice", persist_dir=sys.argv[1], embed_model="hashing")
+        except StoreLockedError as exc:
+            outcome.append("reopen:locked")
+        print(" ".join(outcome), flush=True)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    memory.episodic.add("after the fork")
+    print(len(memory.episodic.get_timeline()), flush=True)
+    memory.close()
+    """
+)
+
+
+def test_forked_child_gets_an_error_not_a_hang(tmp_path: Path) -> None:
+    folder = tmp_path / "memory_data"
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED, str(folder)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:2] == ["inherited:True reopen:locked", "2"], done.stdout
+
+
+# --------------------------------------------------------------------------------------------------
+# schema versions
+# --------------------------------------------------------------------------------------------------
+
+
+def _schema_version(folder: Path) -> int:
+    db = sqlite3.connect(str(folder / "memory.db"))
+    try:
+        return db.execute("SELECT version FROM schema_info WHERE component = 'record_store'").fetchone()[0]
+    finally:
+        db.close()
+
+
+REVISION = """
+import sqlalchemy as sa
+from alembic import op
+
+revision = "reliability_0002"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+schema_version = 2
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("memories") as batch:
+        batch.add_column(sa.Column("reliability_extra", sa.Integer(), nullable=True))
+    if FAIL:
+        raise RuntimeError("migration step failed half-way")
+"""
+
+
+def _columns(folder: Path) -> set[str]:
+    db = sqlite3.connect(str(folder / "memory.db"))
+    try:
+        return {row[1] for row in db.execute("PRAGMA table_info(memories)")}
+    finally:
+        db.close()
+
+
+def test_older_schema_is_migrated_on_open(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pre-Alembic database is stamped and upgraded; a failing revision leaves it as it was."""
+    import functools
+
+    from llama_index_memory_hierarchy.stores import migrations
+
+    folder = tmp_path / "memory_data"
+    with _open(folder) as memory:
+        kept = memory.episodic.add("a memory written by schema version 1")
+    db = sqlite3.connect(str(folder / "memory.db"))
+    db.execute("DROP TABLE alembic_version")  # what a package from before Alembic left
+    db.commit()
+    db.close()
+    with _open(folder) as memory:
+        assert memory.episodic.get(kept).content == "a memory written by schema version 1"
+    assert _schema_version(folder) == 1
+
+    versions = tmp_path / "versions"
+    versions.mkdir()
+    (versions / "reliability_0002.py").write_text(REVISION.replace("FAIL", "True"))
+    monkeypatch.setattr(migrations, "upgrade", functools.partial(migrations.upgrade, extra_locations=(str(versions),)))
+    monkeypatch.setattr(migrations, "head_schema_version", lambda extra_locations=(): 2)
+    with pytest.raises(Exception, match="half-way"):
+        _open(folder)
+    assert _schema_version(folder) == 1 and "reliability_extra" not in _columns(folder)  # rolled back
+
+    (versions / "reliability_0002.py").write_text(REVISION.replace("FAIL", "False"))
+    migrations._cached_script.cache_clear()
+    with _open(folder) as memory:
+        assert memory.episodic.get(kept).content == "a memory written by schema version 1"
+        memory.episodic.add("a memory written by schema version 2")
+        assert_indexes_agree(read_sqlite(folder), memory.context.runtime.run(vector_ids(memory.context)))
+    assert _schema_version(folder) == 2 and "reliability_extra" in _columns(folder)
+    migrations._cached_script.cache_clear()
+
+
+def test_newer_schema_is_refused_with_a_clear_message(tmp_path: Path) -> None:
+    folder = tmp_path / "memory_data"
+    with _open(folder) as memory:
+        memory.episodic.add("written by a newer package, pretend")
+    db = sqlite3.connect(str(folder / "memory.db"))
+    db.execute("UPDATE schema_info SET version = 99 WHERE component = 'record_store'")
+    db.commit()
+    db.close()
+    before = (folder / "memory.db").read_bytes()
+    with pytest.raises(SchemaVersionError) as caught:
+        _open(folder)
+    assert str(folder / "memory.db") in str(caught.value) and "99" in str(caught.value)
+    assert "upgrade" in str(caught.value)
+    assert (folder / "memory.db").read_bytes() == before  # untouched
+    with pytest.raises(StoreError):  # and the lock was released: a second try gets the same answer
+        _open(folder)
+
+
+def test_foreign_database_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "memory_data"
+    folder.mkdir()
+    db = sqlite3.connect(str(folder / "memory.db"))
+    db.execute("CREATE TABLE memories (id TEXT, secret TEXT)")
+    db.execute("INSERT INTO memories VALUES ('x', 'someone else''s data')")
+    db.commit()
+    db.close()
+    with pytest.raises(SchemaVersionError, match="not created by llama-index-memory-hierarchy"):
+        _open(folder)
+    rows = sqlite3.connect(str(folder / "memory.db")).execute("SELECT * FROM memories").fetchall()
+    assert rows == [("x", "someone else's data")]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="flock semantics")
+def test_lock_is_released_when_the_holder_is_killed(tmp_path: Path) -> None:
+    folder = tmp_path / "memory_data"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(folder)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "READY"
+    holder.kill()
+    holder.wait(30)
+    with _open(folder) as memory:
+        assert [i.content for i in memory.episodic.get_timeline()] == ["written by the holder before the intruder came"]
