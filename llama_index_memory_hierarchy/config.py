@@ -27,6 +27,10 @@ class MemoryConfig(BaseModel):
 
     ``MemoryConfig.from_env()`` reads ``LMH_<FIELD>`` environment variables
     (for example ``LMH_PERSIST_DIR``, ``LMH_RECORD_STORE_URL``, ``LMH_QDRANT_URL``).
+
+    Backends are chosen by these settings alone (see ``docs/deployment.md``): the record store by
+    ``record_store_url``, vectors by ``vector_store_factory`` / ``vector_store_url`` / ``qdrant_url`` /
+    ``qdrant_path`` (first set wins; none = embedded qdrant-edge), the graph by ``graph_store_url``.
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -51,6 +55,17 @@ class MemoryConfig(BaseModel):
     qdrant_url: str | None = Field(default=None, description="Qdrant server URL (selects the 'qdrant' backend).")
     qdrant_api_key: str | None = Field(default=None, repr=False, description="Qdrant API key.")
     qdrant_path: str | None = Field(default=None, description="qdrant-client local-mode folder (tests, small data).")
+    vector_store_url: str | None = Field(
+        default=None,
+        description="A vector server other than Qdrant: 'chroma://host:port' ('chromas://' for TLS; "
+        "'?tenant=...&database=...' optional). Takes precedence over qdrant_url.",
+    )
+    vector_store_api_key: str | None = Field(default=None, repr=False, description="Token of vector_store_url.")
+    vector_store_factory: str | None = Field(
+        default=None,
+        description="'module:callable' returning a LlamaIndex BasePydanticVectorStore (or a VectorIndex) for "
+        "(space, dim): any vector store, chosen by configuration. Takes precedence over the URLs.",
+    )
     collection_prefix: str = Field(default="lmh", description="Prefix of vector collection names.")
     graph_store_url: str | None = Field(
         default=None, description="Graph store URL (bolt://, neo4j://, falkor://); None = embedded SQLite graph."
@@ -131,9 +146,34 @@ class MemoryConfig(BaseModel):
             return self.record_store_url
         return f"sqlite+aiosqlite:///{(Path(self.persist_dir).expanduser().resolve() / 'memory.db').as_posix()}"
 
+    @property
+    def resolved_vector_backend(self) -> Literal["factory", "chroma", "qdrant", "qdrant-local", "edge"]:
+        """Which vector backend the settings select, in order of precedence."""
+        if self.vector_store_factory:
+            return "factory"
+        if self.vector_store_url:
+            return "chroma"
+        if self.qdrant_url:
+            return "qdrant"
+        if self.qdrant_path or self.vector_backend == "qdrant":
+            return "qdrant-local"
+        return "edge"
+
+    @property
+    def records_on_server(self) -> bool:
+        """True when the record store is a database server (not the embedded SQLite file)."""
+        return not self.resolved_record_store_url.startswith("sqlite")
+
+    @property
+    def vectors_on_server(self) -> bool:
+        """True when vectors live outside the persist folder (a server or a store you supply)."""
+        return self.resolved_vector_backend in ("factory", "chroma", "qdrant")
+
     def __repr_args__(self):  # type: ignore[no-untyped-def]
         """Repr without secrets: passwords in URLs are masked."""
         for key, value in super().__repr_args__():
-            if key in {"record_store_url", "qdrant_url", "graph_store_url"} and isinstance(value, str):
+            if key in {"record_store_url", "qdrant_url", "graph_store_url", "vector_store_url"} and isinstance(
+                value, str
+            ):
                 value = redact_url(value)
             yield key, value

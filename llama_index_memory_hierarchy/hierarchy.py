@@ -114,6 +114,7 @@ class HierarchicalMemory(BaseMemory):
         llm: Any = None,
         graph_store: Any = None,
         perception_encoders: Sequence[Any] = (),
+        vector_store: Any = None,
         **config_overrides: Any,
     ) -> HierarchicalMemory:
         """Open (or create) the memory of ``user_id`` in ``persist_dir``, offline by default.
@@ -122,7 +123,10 @@ class HierarchicalMemory(BaseMemory):
         explicit arguments winning. ``embed_model`` takes any LlamaIndex ``BaseEmbedding``;
         ``llm`` any LlamaIndex ``LLM`` (extraction, consolidation, captions); ``graph_store``
         any LlamaIndex ``PropertyGraphStore``; ``perception_encoders`` extra encoders such as
-        a CLIP ``MultiModalEmbedding``.
+        a CLIP ``MultiModalEmbedding``; ``vector_store`` any LlamaIndex ``BasePydanticVectorStore``
+        (for the text space) or a factory ``(space, dim) -> store`` (for every space). The
+        settings pick the backends too (``record_store_url``, ``vector_store_url``/``qdrant_url``,
+        ``graph_store_url``): see ``docs/deployment.md``.
         """
         overrides = {"user_id": user_id, "session_id": session_id, "persist_dir": persist_dir, **config_overrides}
         if config is None:
@@ -131,7 +135,7 @@ class HierarchicalMemory(BaseMemory):
             changes = {k: v for k, v in overrides.items() if v is not None}
             config = MemoryConfig.create(**{**config.model_dump(), **changes}) if changes else config
         session = config.session_id or f"session-{uuid.uuid4().hex[:12]}"
-        context = StoreContext.acquire(config, embed_model=embed_model)
+        context = StoreContext.acquire(config, embed_model=embed_model, vector_store=vector_store)
         memory = cls(config=config, user_id=config.user_id, session_id=session)
         memory._llm = llm
         memory._tier_options = {

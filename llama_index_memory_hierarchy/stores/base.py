@@ -12,8 +12,9 @@ Every read, write and delete takes the ``user_id`` it is scoped to.
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -158,6 +159,20 @@ class RecordStore(ABC):
     @abstractmethod
     async def outbox_ack(self, seqs: Sequence[int]) -> None:
         """Mark index operations as applied."""
+
+    @contextlib.asynccontextmanager
+    async def outbox_claim(self, limit: int = 1000) -> AsyncIterator[list[OutboxOp]]:
+        """Claim pending operations to apply; they are acknowledged when the block exits cleanly.
+
+        ``async with store.outbox_claim(n) as ops: apply(ops)``. An exception inside the block
+        leaves them pending. This default (read, then acknowledge) suits a store that one
+        process drains; a store shared by processes overrides it so that concurrent drainers
+        never hold the same operation, nor a memory's later operation before its earlier one.
+        """
+        ops = await self.outbox_pending(limit)
+        yield ops
+        if ops:
+            await self.outbox_ack([op.seq for op in ops])
 
     @abstractmethod
     async def iter_embedded(

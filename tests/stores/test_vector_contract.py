@@ -1,14 +1,17 @@
 """One contract for every VectorIndex backend.
 
 Runs against EdgeVectorIndex (embedded qdrant-edge), LlamaVectorIndex on qdrant-client local
-mode, and LlamaVectorIndex on a real Qdrant server when ``QDRANT_URL`` is set.
+mode, LlamaVectorIndex on a Chroma server (``chroma run`` from the chromadb wheel, started on a
+free loopback port for the session; skipped with the reason when the ``chroma`` extra is missing)
+and LlamaVectorIndex on a real Qdrant server when ``QDRANT_URL`` is set.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +19,10 @@ import pytest
 
 from llama_index_memory_hierarchy.errors import EmbeddingDimensionError, MemoryValidationError
 from llama_index_memory_hierarchy.stores.base import VectorFilter, VectorIndex, VectorPoint
-from llama_index_memory_hierarchy.stores.vector import EdgeVectorIndex, qdrant_vector_index
+from llama_index_memory_hierarchy.stores.vector import EdgeVectorIndex, chroma_vector_index, qdrant_vector_index
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from servers import ChromaServer, Unavailable
 
 DIM = 16
 SPACE = "test-model-16"
@@ -26,14 +32,17 @@ QDRANT_URL = os.environ.get("QDRANT_URL")
 class Backend:
     """Opens indexes of one backend kind on one location (so reopening finds the data)."""
 
-    def __init__(self, kind: str, tmp_path: Path) -> None:
+    def __init__(self, kind: str, tmp_path: Path, chroma_url: str | None = None) -> None:
         self.kind = kind
         self.tmp_path = tmp_path
+        self.chroma_url = chroma_url
         self.prefix = f"t{uuid.uuid4().hex[:12]}"  # isolates tests sharing a server
 
     def open(self, dim: int = DIM, space: str = SPACE) -> VectorIndex:
         if self.kind == "edge":
             return EdgeVectorIndex(self.tmp_path / "persist", space, dim)
+        if self.kind == "chroma-server":
+            return chroma_vector_index(space, dim, url=self.chroma_url, collection_prefix=self.prefix)
         if self.kind == "qdrant-local":
             return qdrant_vector_index(space, dim, path=self.tmp_path / "qdrant", collection_prefix=self.prefix)
         return qdrant_vector_index(
@@ -41,6 +50,13 @@ class Backend:
         )
 
     def cleanup(self) -> None:
+        if self.kind == "chroma-server":
+            import chromadb
+
+            client = chromadb.HttpClient(host="127.0.0.1", port=int(str(self.chroma_url).rsplit(":", 1)[1]))
+            for collection in client.list_collections():
+                if collection.name.startswith(self.prefix):
+                    client.delete_collection(collection.name)
         if self.kind == "qdrant-server":
             from qdrant_client import QdrantClient
 
@@ -54,6 +70,7 @@ class Backend:
 BACKENDS = [
     pytest.param("edge", id="edge"),
     pytest.param("qdrant-local", id="qdrant-local"),
+    pytest.param("chroma-server", id="chroma-server"),
     pytest.param(
         "qdrant-server",
         id="qdrant-server",
@@ -62,9 +79,23 @@ BACKENDS = [
 ]
 
 
+@pytest.fixture(scope="session")
+def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One Chroma server for the session, on a free loopback port."""
+    try:
+        server = ChromaServer(tmp_path_factory.mktemp("chroma") / "data").start()
+    except Unavailable as exc:
+        pytest.skip(f"Chroma server unavailable: {exc}")
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path):
-    made = Backend(request.param, tmp_path)
+    url = request.getfixturevalue("chroma_url") if request.param == "chroma-server" else None
+    made = Backend(request.param, tmp_path, url)
     yield made
     made.cleanup()
 

@@ -97,9 +97,13 @@ class LlamaVectorIndex(VectorIndex):
     sync methods run in a worker thread, one call at a time (many stores, such as
     qdrant-client local mode, are not thread-safe).
 
-    Requirements on the store: cosine similarity, metadata filters with EQ/IN/GTE/LTE,
-    ``delete_nodes(node_ids=...)`` and ``delete_nodes(filters=...)``; ``count``/``ids`` use
-    ``get_nodes`` unless the store is a ``QdrantVectorStore`` (then the client is used).
+    Requirements on the store: cosine similarity, ``add`` replacing a node with an existing id,
+    metadata filters with EQ/IN/GTE/LTE, ``delete_nodes(node_ids=...)`` and
+    ``delete_nodes(filters=...)``; ``count``/``ids`` use ``get_nodes`` unless the store is a
+    ``QdrantVectorStore`` (then the client is used) or offers ``point_ids(filters)`` /
+    ``point_count(filters)``. A plain ``ChromaVectorStore`` is adapted on the way in (see
+    ``chroma.py``); a store whose class sets ``lmh_thread_safe = True`` is called from several
+    threads at once, any other one call at a time.
     Search results are re-checked against ``user_id`` (and the id filter) when the store
     returns nodes, so a store that ignores a filter cannot leak another user's points.
     """
@@ -117,6 +121,10 @@ class LlamaVectorIndex(VectorIndex):
             raise MemoryValidationError(
                 "vector_store", f"expected a LlamaIndex BasePydanticVectorStore, got {type(vector_store).__name__}"
             )
+        if type(vector_store).__name__ == "ChromaVectorStore":  # fix its add/score/ids semantics (see chroma.py)
+            from llama_index_memory_hierarchy.stores.vector.chroma import adapt_chroma_store
+
+            vector_store = adapt_chroma_store(vector_store)
         self.store = vector_store
         self.space = validate_space(space)
         self.dim = validate_dim(dim)
@@ -138,6 +146,8 @@ class LlamaVectorIndex(VectorIndex):
             raise StoreError(f"vector index {self!r} is closed")
 
     def _locked(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if getattr(self.store, "lmh_thread_safe", False):
+            return func(*args, **kwargs)
         with self._sync_lock:
             return func(*args, **kwargs)
 
@@ -240,10 +250,27 @@ class LlamaVectorIndex(VectorIndex):
         if self._qdrant is not None:
             result = await self._qdrant_call("count", count_filter=_qdrant_scope(user_id), exact=True)
             return int(result.count)
+        if callable(getattr(self.store, "point_count", None)):
+            return int(await self._listing("point_count", user_id))
         return len(await self.ids(user_id))
+
+    async def _listing(self, method: str, user_id: str | None) -> Any:
+        """``store.point_ids``/``store.point_count`` (stores that list without fetching nodes)."""
+        self._require()
+        filters = (
+            None
+            if user_id is None
+            else MetadataFilters(filters=[_user_filter(validate_identifier(user_id, "user_id"))])
+        )
+        try:
+            return await asyncio.to_thread(self._locked, getattr(self.store, method), filters)
+        except Exception as exc:
+            raise StoreError(f"vector store {type(self.store).__name__}: {method} failed: {exc}") from exc
 
     async def ids(self, user_id: str | None = None) -> set[str]:
         """All point ids (of one user, or all)."""
+        if self._qdrant is None and callable(getattr(self.store, "point_ids", None)):
+            return {str(i) for i in await self._listing("point_ids", user_id)}
         if self._qdrant is None:
             filters = (
                 None
