@@ -45,6 +45,8 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _OUTBOX_BATCH = 2000
+#: Longest an acquire waits for this process to finish closing the same folder's stores.
+_CLOSE_WAIT_S = 120.0
 #: Background re-drains after a failed index write: attempts and the first delay (doubling).
 _RETRY_ATTEMPTS = 6
 _RETRY_FIRST_DELAY_S = 0.5
@@ -119,6 +121,8 @@ class StoreContext:
 
     _registry: ClassVar[dict[tuple[Any, ...], StoreContext]] = {}
     _registry_lock: ClassVar[threading.Lock] = threading.Lock()
+    #: Folders whose stores are being closed in this process: an acquire waits, then opens anew.
+    _closing: ClassVar[dict[str, threading.Event]] = {}
 
     def __init__(
         self,
@@ -206,13 +210,21 @@ class StoreContext:
             id(embed_model) if embed_model is not None and not isinstance(embed_model, str) else embed_model,
             config.embed_model,
         )
-        with cls._registry_lock:
-            context = cls._registry.get(key)
-            if context is None or context.runtime.forked:
-                context = cls(config, embed_model, runtime or get_runtime(), key, vector_store)
-                cls._registry[key] = context
-            context._refs += 1
-            return context
+        while True:
+            with cls._registry_lock:
+                context = cls._registry.get(key)
+                closing = cls._closing.get(key[0])
+                if context is not None and not context.runtime.forked:
+                    context._refs += 1
+                    return context
+                if closing is None:
+                    context = cls(config, embed_model, runtime or get_runtime(), key, vector_store)
+                    cls._registry[key] = context
+                    context._refs += 1
+                    return context
+            # The last holder in this process is closing this folder's stores (and its lock): wait.
+            if not closing.wait(_CLOSE_WAIT_S):
+                raise StoreError(f"{key[0]}: its stores took over {_CLOSE_WAIT_S:.0f} s to close in this process")
 
     def release(self) -> None:
         """Drop one reference; the last one closes the stores."""
@@ -221,9 +233,16 @@ class StoreContext:
             if self._refs > 0:
                 return
             self._registry.pop(self._key, None)
-        self.runtime.run(self._aclose())
-        if self._lock is not None:
-            self._lock.release()
+            closed = self._closing.setdefault(self._key[0], threading.Event())
+        try:
+            self.runtime.run(self._aclose())
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+            with self._registry_lock:
+                if self._closing.get(self._key[0]) is closed:
+                    del self._closing[self._key[0]]
+            closed.set()
 
     @classmethod
     def close_all(cls) -> None:
@@ -478,6 +497,7 @@ def _is_store(value: Any) -> bool:
 def _forget_contexts_after_fork() -> None:
     """A forked child must not reuse its parent's contexts: their runtime thread and locks stayed behind."""
     StoreContext._registry = {}
+    StoreContext._closing = {}
     StoreContext._registry_lock = threading.Lock()
 
 
