@@ -38,6 +38,7 @@ from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryHierarchyError, MemoryValidationError
 from llama_index_memory_hierarchy.knowledge.chunking import HEADING_SEPARATOR, MarkdownHeadingSplitter
 from llama_index_memory_hierarchy.knowledge.loaders import (
+    MAX_FILE_BYTES,
     DocumentLoadError,
     default_file_extractor,
     discover,
@@ -175,6 +176,7 @@ class _DocState:
     chunk_count: int = 0
     tokens: int = 0
     first: Record | None = None
+    chunk_hashes: dict[str, str] = field(default_factory=dict)  # chunk_hash -> id, embedded in the space
 
     def unchanged(self, doc_hash: str, space: str) -> bool:
         return self.hashes == {doc_hash} and self.spaces == {space} and len(self.ids) == self.chunk_count
@@ -261,8 +263,7 @@ class KnowledgeBase:
         """
         from llama_index_memory_hierarchy.stores.context import StoreContext
 
-        namespace_checked = kb_namespace(namespace)  # fail before opening anything
-        del namespace_checked
+        kb_namespace(namespace)  # fail on a bad name before opening anything
         splitter = MarkdownHeadingSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
         owns = context is None
         if context is None:
@@ -379,7 +380,7 @@ class KnowledgeBase:
         started = time.perf_counter()
         async with self._lock():
             space = await self.context.aspace()
-            manifest = await self._amanifest()
+            manifest = await self._amanifest(space)
             show = self.show_progress if self.show_progress is not None else len(sources) >= 20
             progress = _progress(total=len(sources), desc=f"Ingesting into {self.name}", unit="file", enabled=show)
             try:
@@ -401,12 +402,12 @@ class KnowledgeBase:
         prepared: list[tuple[_Source, list[_Chunk], _DocState | None]] = []
         for source in group:
             try:
-                doc_hash, payload = await asyncio.to_thread(self._hash_source, source)
+                doc_hash = await asyncio.to_thread(self._hash_source, source)
                 state = manifest.get(source.doc_id)
                 if state is not None and state.unchanged(doc_hash, space):
                     report.unchanged.append(source.doc_id)
                     continue
-                chunks = await asyncio.to_thread(self._chunk_source, source, payload, doc_hash)
+                chunks = await asyncio.to_thread(self._chunk_source, source, doc_hash)
             except DocumentLoadError as exc:
                 report.failed.append(IngestError(source=source.label, error=exc.reason))
                 continue
@@ -417,9 +418,12 @@ class KnowledgeBase:
         if not prepared:
             return
 
-        # Reuse stored embeddings of chunks whose text and heading path did not change.
+        # Reuse the stored embedding of any chunk of this knowledge base with the same text and
+        # heading path: unchanged parts of an edited file, and renamed or copied files.
         reuse: dict[str, np.ndarray] = {}
-        old_ids = [i for _, _, state in prepared if state is not None for i in state.ids]
+        known = {h: i for state in manifest.values() for h, i in state.chunk_hashes.items()}
+        wanted = {c.chunk_hash for _, chunks, _ in prepared for c in chunks}
+        old_ids = sorted({known[h] for h in wanted if h in known})
         for ids in _batches(old_ids, _PAGE):
             for record in await self.context.records.get(self.user_id, ids, with_embeddings=True):
                 chunk_hash = record.item.metadata.get("chunk_hash")
@@ -455,6 +459,7 @@ class KnowledgeBase:
                 hashes={chunks[0].metadata["doc_hash"]},
                 spaces={space},
                 chunk_count=len(records),
+                chunk_hashes={c.chunk_hash: r.item.id for c, r in zip(chunks, records, strict=True)},
             )
 
     async def _aembed_new(
@@ -509,10 +514,10 @@ class KnowledgeBase:
         meta = json.dumps(source.metadata, sort_keys=True, ensure_ascii=False)
         return f"{self.splitter.fingerprint}|loader-{LOADER_VERSION}|{reader}|{meta}"
 
-    def _hash_source(self, source: _Source) -> tuple[str, bytes | None]:
+    def _hash_source(self, source: _Source) -> str:
         """Content hash of a source (file bytes or text, plus settings that change its chunks)."""
         if source.path is None:
-            return _sha256(self._fingerprint(source), source.text or ""), None
+            return _sha256(self._fingerprint(source), source.text or "")
         suffix = source.path.suffix.lower()
         if suffix not in self.file_extractor:
             supported = ", ".join(sorted(self.file_extractor))
@@ -520,18 +525,20 @@ class KnowledgeBase:
                 source.path, f"unsupported file type {suffix or '(no extension)'!r}; supported: {supported}"
             )
         try:
+            size = source.path.stat().st_size
+            if size > MAX_FILE_BYTES:
+                raise DocumentLoadError(source.path, f"file is {size} bytes, more than the {MAX_FILE_BYTES} byte limit")
             data = source.path.read_bytes()
         except OSError as exc:
             raise DocumentLoadError(source.path, f"cannot read the file: {exc.strerror or exc}") from exc
-        return _sha256(self._fingerprint(source), data), data
+        return _sha256(self._fingerprint(source), data)
 
-    def _chunk_source(self, source: _Source, payload: bytes | None, doc_hash: str) -> list[_Chunk]:
+    def _chunk_source(self, source: _Source, doc_hash: str) -> list[_Chunk]:
         """Load (files) and chunk a source into records-to-be, with their bookkeeping metadata."""
         if source.path is not None:
             documents = load_file(source.path, self.file_extractor)
         else:
             documents = [Document(text=source.text or "")]
-        del payload
         chunks: list[_Chunk] = []
         for part, document in enumerate(documents):
             text = _clean(document.text)
@@ -583,7 +590,8 @@ class KnowledgeBase:
                 return out
             offset += _PAGE
 
-    async def _amanifest(self) -> dict[str, _DocState]:
+    async def _amanifest(self, space: str | None = None) -> dict[str, _DocState]:
+        """Documents by ``doc_id`` from their chunks' metadata (with chunk hashes embedded in ``space``)."""
         manifest: dict[str, _DocState] = {}
         for record in await self._aiter_records():
             meta = record.item.metadata
@@ -595,6 +603,8 @@ class KnowledgeBase:
             state.hashes.add(str(meta.get("doc_hash")))
             state.spaces.add(record.space)
             state.chunk_count = int(meta.get("chunk_count") or 0)
+            if space is not None and record.space == space and isinstance(meta.get("chunk_hash"), str):
+                state.chunk_hashes[meta["chunk_hash"]] = record.item.id
             state.tokens += int(meta.get("tokens") or 0)
         return manifest
 

@@ -10,6 +10,9 @@ cosine and BM25 live on different scales):
   (LlamaIndex's ``HyDEQueryTransform`` and its prompt); its *document* embedding is
   searched as one more dense list, beside the original query's lists.
 
+Each list has weight 1 in the fusion; ``expansion_weight`` < 1 makes the MQE and HyDE lists
+count less than the original query's (useful with a weak LLM, whose expansions drift).
+
 A ``QueryBundle`` that already carries ``custom_embedding_strs`` (e.g. from an external
 ``HyDEQueryTransform``) is honoured: each string gets its own dense list, so wrapping this
 retriever in ``TransformQueryEngine`` + ``RetrieverQueryEngine`` keeps the passage.
@@ -150,6 +153,7 @@ class KnowledgeRetriever(BaseRetriever):
         candidate_k: int | None = None,
         keyword: bool = True,
         rrf_k: int | None = None,
+        expansion_weight: float = 1.0,
         mqe_prompt: str | BasePromptTemplate | None = None,
         hyde_prompt: BasePromptTemplate | None = None,
         callback_manager: CallbackManager | None = None,
@@ -163,6 +167,11 @@ class KnowledgeRetriever(BaseRetriever):
         self.candidate_k = None if candidate_k is None else _check_count(candidate_k, "candidate_k", 1, 10_000)
         self.keyword = keyword
         self.rrf_k = rrf_k or knowledge_base.context.config.rrf_k
+        if isinstance(expansion_weight, bool) or not isinstance(expansion_weight, (int, float)):
+            raise MemoryValidationError("expansion_weight", f"must be a number, got {expansion_weight!r}")
+        if not 0.0 <= expansion_weight <= 1.0:
+            raise MemoryValidationError("expansion_weight", f"must be in [0, 1], got {expansion_weight!r}")
+        self.expansion_weight = float(expansion_weight)
         self.mqe_prompt = (
             mqe_prompt if isinstance(mqe_prompt, BasePromptTemplate) else PromptTemplate(mqe_prompt or QUERY_GEN_PROMPT)
         )
@@ -348,7 +357,8 @@ class KnowledgeRetriever(BaseRetriever):
             for (kind, source, text, _), hits in zip(jobs, results, strict=True)
         ]
 
-        fused = reciprocal_rank_fusion([s.ids for s in trace.searches], k=self.rrf_k)
+        weights = [1.0 if s.source == "query" else self.expansion_weight for s in trace.searches]
+        fused = reciprocal_rank_fusion([s.ids for s in trace.searches], k=self.rrf_k, weights=weights)
         ranked = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:top_k]
         trace.fused = ranked
         records = await ctx.records.get(kb.user_id, [i for i, _ in ranked])

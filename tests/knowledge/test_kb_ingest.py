@@ -165,3 +165,15 @@ def test_progress_bar_on_large_ingest(make_kb, tmp_path: Path, capsys) -> None:
     kb = make_kb(show_progress=True)
     assert len(kb.add_documents(folder).added) == 24
     assert "Ingesting into docs" in capsys.readouterr().err
+
+
+def test_a_renamed_file_reuses_its_embeddings(make_kb, doc_dir: Path, embed_model) -> None:
+    kb = make_kb()
+    first = kb.add_documents(doc_dir / "handbook.md")
+    embed_model.reset()
+    moved = doc_dir / "handbook-v2.md"
+    (doc_dir / "handbook.md").rename(moved)
+    report = kb.add_documents(moved)
+    assert report.added == [str(moved.resolve())] and embed_model.documents == []
+    assert report.chunks_reused == report.chunks_written == first.chunks_written
+    assert kb.delete_document(str(doc_dir / "handbook.md")) == first.chunks_written  # the old path, explicitly

@@ -108,6 +108,16 @@ def test_fusion_is_reciprocal_rank_not_raw_score(kb, llm) -> None:
     assert all(n.score <= len(trace.searches) / (k + 1) for n in nodes)  # RRF values, not cosines or BM25
     assert len(trace.searches) == 2 * 3 + 1
 
+    weighted = kb.as_retriever(similarity_top_k=6, mqe_queries=2, hyde=True, expansion_weight=0.25)
+    nodes = weighted.retrieve("battery checks")
+    expected = {}
+    for search in weighted.last_trace.searches:
+        weight = 1.0 if search.source == "query" else 0.25
+        for rank, memory_id in enumerate(search.ids, start=1):
+            expected[memory_id] = expected.get(memory_id, 0.0) + weight / (k + rank)
+    best = sorted(expected.items(), key=lambda kv: (-kv[1], kv[0]))[:6]
+    assert [(n.node.node_id, pytest.approx(n.score)) for n in nodes] == [(i, pytest.approx(s)) for i, s in best]
+
 
 async def test_async_expansion_calls_run_concurrently(kb, llm) -> None:
     retriever = kb.as_retriever(similarity_top_k=3)
