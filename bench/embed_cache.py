@@ -7,6 +7,7 @@ the benchmark; timings of the baselines are measured with ``--no-cache``.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import logging
 import os
@@ -46,13 +47,15 @@ class CachedEmbedder:
         self._keys_file = root / f"{tag}.keys"
         self._index: dict[str, int] = {}
         self._matrix = np.zeros((0, 0), dtype=np.float32)
-        self._pending: list[tuple[str, np.ndarray]] = []
+        self._dirty = 0  # vectors added since the last save
         if use_cache and self._npy.exists() and self._keys_file.exists():
             keys = self._keys_file.read_text().split()
             matrix = np.load(self._npy)
             if len(keys) == len(matrix):
                 self._index = {k: i for i, k in enumerate(keys)}
                 self._matrix = matrix
+        if use_cache:
+            atexit.register(self.flush)
 
     @property
     def model(self):
@@ -84,8 +87,15 @@ class CachedEmbedder:
                 self._matrix = np.vstack([self._matrix, vectors])
             for offset, key in enumerate(fresh):
                 self._index[key] = start + offset
-            self.save()
+            self._dirty += len(fresh)
+            if self._dirty >= 256:  # single queries are saved in bulk later (flush at exit)
+                self.save()
         return self._matrix[[self._index[k] for k in keys]]
+
+    def flush(self) -> None:
+        """Save if anything was added since the last save."""
+        if self._dirty:
+            self.save()
 
     def save(self) -> None:
         """Write the cache (atomically enough for one benchmark process)."""
@@ -95,4 +105,5 @@ class CachedEmbedder:
         np.save(tmp, self._matrix)
         tmp.replace(self._npy)
         self._keys_file.write_text("\n".join(keys))
+        self._dirty = 0
         logger.debug("embedding cache: %d vectors in %s", len(keys), self._npy)

@@ -1,23 +1,26 @@
 """Retrieval pipeline: pure, dependency-light building blocks for ranking conversational memories.
 
-Each function works on plain values (strings, datetimes, candidate lists, numpy arrays)
-so that any tier can use it whatever its stores are. Together they form the recipe
-measured on LoCoMo in ``bench/locomo.py`` (see ``docs/benchmarks.md``):
+Each function works on plain values (strings, datetimes, score mappings) so that any
+tier can use it whatever its stores are. Together they form the recipe measured on
+LoCoMo by ``bench/locomo.py`` (``docs/benchmarks.md``: recall@5/@10 0.715/0.787 against
+0.501/0.592 for BM25 + dense RRF), summed up by :class:`PipelineRecipe`:
 
-1. **Index** each turn twice: its own text (``format_turn``: speaker and text) and its
-   text with the neighbouring turns of the same session (``contextual_text``). A turn
-   is often only understandable with the question or reply next to it.
-2. **Query** the keyword index with content words only (``keyword_terms``: question
-   words, auxiliaries and pronouns removed), and the dense index with the question.
-3. **Fuse** the rankings by weighted reciprocal rank (``rrf_fuse``).
-4. **Re-rank** with priors read from the question alone: the people it names
-   (``mentioned_names`` / ``entity_boost``), the dates it mentions
-   (``extract_time_hints`` / ``time_score``), and whether it asks *when*
-   (``has_temporal_intent`` with ``has_time_expression`` on the candidate).
-   ``rerank`` applies all of them in one call.
+1. **Index** each turn twice. Keyword index: :func:`keyword_document`, the turn with its
+   date and the two previous turns of the same session (a turn is often only
+   understandable with the question before it), stemmed by :func:`stem_text`. Dense
+   index: :func:`format_turn`, the speaker and the turn alone.
+2. **Query** the keyword index with :func:`keyword_query` (content words, stemmed:
+   question words, auxiliaries and pronouns removed) and the dense index with the question.
+3. **Fuse** by score (:func:`score_fuse`: BM25 over its best, cosine as it is), which
+   keeps the margin of a sharp keyword hit that :func:`rrf_fuse` throws away.
+4. **Re-rank** with priors read from the question alone (:func:`rerank`): the people it
+   names (:func:`mentioned_names`, :func:`entity_boost`), the dates it mentions
+   (:func:`extract_time_hints`, :func:`time_score`), and whether it asks *when*
+   (:func:`has_temporal_intent` with :func:`has_time_expression` on the candidate).
 
-Nothing here looks at labels of any benchmark: everything is computed from the query
-text, the candidates' text, speaker and event time.
+:func:`rank_candidates` does steps 3 and 4 in one call. Nothing here looks at labels of
+any benchmark: everything is computed from the query text and the candidates' text,
+speaker and event time.
 """
 
 from __future__ import annotations
