@@ -19,6 +19,19 @@ _EXPORTS: dict[str, str] = {
     "HierarchyMemoryBlock": "llama_index_memory_hierarchy.blocks",
     "TierRetriever": "llama_index_memory_hierarchy.retrieval.retriever",
     "HierarchyRetriever": "llama_index_memory_hierarchy.retrieval.retriever",
+    "SemanticMemory": "llama_index_memory_hierarchy.tiers.semantic",
+    "PerceptualMemory": "llama_index_memory_hierarchy.tiers.perceptual",
+    "KnowledgeBase": "llama_index_memory_hierarchy.knowledge.base",
+    "KnowledgeRetriever": "llama_index_memory_hierarchy.knowledge.retriever",
+    "KnowledgeQueryEngine": "llama_index_memory_hierarchy.knowledge.query_engine",
+    "MarkdownHeadingSplitter": "llama_index_memory_hierarchy.knowledge.chunking",
+    "MemoryToolSpec": "llama_index_memory_hierarchy.tools",
+    "RagToolSpec": "llama_index_memory_hierarchy.tools",
+    "LocalLLM": "llama_index_memory_hierarchy.llms.local",
+    "resolve_llm": "llama_index_memory_hierarchy.llms",
+    "EmbeddingService": "llama_index_memory_hierarchy.embeddings",
+    "HashingEmbedding": "llama_index_memory_hierarchy.embeddings",
+    "SQLitePropertyGraphStore": "llama_index_memory_hierarchy.stores.graph.sqlite",
     "MemoryConfig": "llama_index_memory_hierarchy.config",
     "MemoryItem": "llama_index_memory_hierarchy.types",
     "MemoryType": "llama_index_memory_hierarchy.types",
@@ -36,12 +49,8 @@ __all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_memory_hierarchy.blocks import HierarchyMemoryBlock
-    from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
-    from llama_index_memory_hierarchy.retrieval.retriever import HierarchyRetriever, TierRetriever
-    from llama_index_memory_hierarchy.tiers.base import MemoryTier
-    from llama_index_memory_hierarchy.tiers.episodic import EpisodicMemory
-    from llama_index_memory_hierarchy.tiers.working import WorkingMemory
     from llama_index_memory_hierarchy.config import MemoryConfig
+    from llama_index_memory_hierarchy.embeddings import EmbeddingService, HashingEmbedding
     from llama_index_memory_hierarchy.errors import (
         EmbeddingDimensionError,
         LLMRequiredError,
@@ -51,6 +60,21 @@ if TYPE_CHECKING:  # pragma: no cover
         StoreError,
         StoreLockedError,
     )
+    from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
+    from llama_index_memory_hierarchy.knowledge.base import KnowledgeBase
+    from llama_index_memory_hierarchy.knowledge.chunking import MarkdownHeadingSplitter
+    from llama_index_memory_hierarchy.knowledge.query_engine import KnowledgeQueryEngine
+    from llama_index_memory_hierarchy.knowledge.retriever import KnowledgeRetriever
+    from llama_index_memory_hierarchy.llms import resolve_llm
+    from llama_index_memory_hierarchy.llms.local import LocalLLM
+    from llama_index_memory_hierarchy.retrieval.retriever import HierarchyRetriever, TierRetriever
+    from llama_index_memory_hierarchy.stores.graph.sqlite import SQLitePropertyGraphStore
+    from llama_index_memory_hierarchy.tiers.base import MemoryTier
+    from llama_index_memory_hierarchy.tiers.episodic import EpisodicMemory
+    from llama_index_memory_hierarchy.tiers.perceptual import PerceptualMemory
+    from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory
+    from llama_index_memory_hierarchy.tiers.working import WorkingMemory
+    from llama_index_memory_hierarchy.tools import MemoryToolSpec, RagToolSpec
     from llama_index_memory_hierarchy.types import MemoryFilter, MemoryItem, MemoryType
 
 
