@@ -598,11 +598,11 @@ EXTRA_REVISION = """
 import sqlalchemy as sa
 from alembic import op
 
-revision = "test_0002"
-down_revision = "0001"
+revision = "test_next"
+down_revision = {head!r}
 branch_labels = None
 depends_on = None
-schema_version = 2
+schema_version = {version}
 
 
 def upgrade() -> None:
@@ -627,30 +627,39 @@ async def test_schema_version_refusal_and_migration(
 
     assert await scalar("SELECT version_num FROM alembic_version") == migrations.head_revision()
 
-    # A database created before Alembic (schema_info 1, no alembic_version) is stamped at the baseline.
+    # A database created before Alembic (schema version 1 in schema_info, no alembic_version) is
+    # stamped at the baseline and upgraded: rows stay, and later revisions backfill what they add.
+    from alembic import command
+
     async with store.engine.begin() as conn:
+        baseline = migrations.BASELINE_REVISION
+        await conn.run_sync(lambda sync: command.downgrade(migrations.alembic_config(sync), baseline))
         await conn.exec_driver_sql("DROP TABLE alembic_version")
+        await conn.execute(sa.update(info).values(version=1))
     legacy = await make_store()
-    assert await scalar("SELECT version_num FROM alembic_version") == migrations.BASELINE_REVISION
+    assert await scalar("SELECT version_num FROM alembic_version") == migrations.head_revision()
+    assert await scalar("SELECT version FROM schema_info") == schema.SCHEMA_VERSION
     assert [r.item.content for r in await legacy.get("alice", [mid])] == ["kept across reopen"]
+    assert [i for i, _ in await legacy.keyword_search("alice", "kept")] == [mid]
 
     # A new revision runs inside the caller's transaction and bumps schema_info.
     extra = tmp_path / "extra_versions"
     extra.mkdir()
-    (extra / "test_0002.py").write_text(EXTRA_REVISION)
+    head, version = migrations.head_revision(), schema.SCHEMA_VERSION + 1
+    (extra / "test_next.py").write_text(EXTRA_REVISION.format(head=head, version=version))
     async with store.engine.begin() as conn:
         await conn.run_sync(lambda sync: migrations.upgrade(sync, extra_locations=(str(extra),)))
-    assert await scalar("SELECT version_num FROM alembic_version") == "test_0002"
-    assert await scalar("SELECT version FROM schema_info") == 2
+    assert await scalar("SELECT version_num FROM alembic_version") == "test_next"
+    assert await scalar("SELECT version FROM schema_info") == version
     assert await scalar("SELECT count(test_extra) FROM memories") == 0
 
     # This package does not know that schema: it refuses rather than guess.
     with pytest.raises(SchemaVersionError) as refused:
         await make_store()
-    assert "2" in str(refused.value) and "newer" in str(refused.value)
+    assert str(version) in str(refused.value) and "newer" in str(refused.value)
     async with store.engine.begin() as conn:
         await conn.execute(sa.update(info).values(version=schema.SCHEMA_VERSION))
-    with pytest.raises(SchemaVersionError, match="test_0002"):
+    with pytest.raises(SchemaVersionError, match="test_next"):
         await make_store()
     assert [r.item.content for r in await store.get("alice", [mid])] == ["kept across reopen"]
 

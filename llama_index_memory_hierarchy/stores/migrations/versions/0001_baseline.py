@@ -47,7 +47,6 @@ def upgrade() -> None:
         sa.Column("embedding", sa.LargeBinary(), nullable=True),
         sa.Column("space", sa.String(255), nullable=True),
         sa.Column("keyword", sa.Text(), nullable=False),
-        sa.Column("keyword_scope", sa.Text(), nullable=False),
         sa.PrimaryKeyConstraint("seq", name="pk_memories"),
         sa.UniqueConstraint("id", name="uq_memories_id"),
         sqlite_autoincrement=True,
@@ -75,17 +74,15 @@ def upgrade() -> None:
     if dialect == "sqlite":
         fts = "memories_fts"
         for statement in (
-            f"CREATE VIRTUAL TABLE {fts} USING fts5(keyword_scope, keyword, content='memories', content_rowid='seq', "
+            f"CREATE VIRTUAL TABLE {fts} USING fts5(keyword, content='memories', content_rowid='seq', "
             f'tokenize="{_FTS_TOKENIZE}")',
             f"CREATE TRIGGER {fts}_ai AFTER INSERT ON memories BEGIN "
-            f"INSERT INTO {fts}(rowid, keyword_scope, keyword) VALUES (new.seq, new.keyword_scope, new.keyword); END",
+            f"INSERT INTO {fts}(rowid, keyword) VALUES (new.seq, new.keyword); END",
             f"CREATE TRIGGER {fts}_ad AFTER DELETE ON memories BEGIN "
-            f"INSERT INTO {fts}({fts}, rowid, keyword_scope, keyword) "
-            f"VALUES ('delete', old.seq, old.keyword_scope, old.keyword); END",
+            f"INSERT INTO {fts}({fts}, rowid, keyword) VALUES ('delete', old.seq, old.keyword); END",
             f"CREATE TRIGGER {fts}_au AFTER UPDATE OF keyword ON memories BEGIN "
-            f"INSERT INTO {fts}({fts}, rowid, keyword_scope, keyword) "
-            f"VALUES ('delete', old.seq, old.keyword_scope, old.keyword); "
-            f"INSERT INTO {fts}(rowid, keyword_scope, keyword) VALUES (new.seq, new.keyword_scope, new.keyword); END",
+            f"INSERT INTO {fts}({fts}, rowid, keyword) VALUES ('delete', old.seq, old.keyword); "
+            f"INSERT INTO {fts}(rowid, keyword) VALUES (new.seq, new.keyword); END",
         ):
             op.execute(statement)
     elif dialect == "postgresql":
