@@ -1,0 +1,86 @@
+"""LLM plumbing shared by the lifecycle: which LLM, one completion, tolerant JSON parsing.
+
+Prompts ask for JSON and the reply is parsed leniently (code fences, prose around the
+object), because hosted and local models wrap JSON differently. A reply that cannot be
+parsed is a failure the caller answers with its offline path, never an exception for the user.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+class LLMReplyError(ValueError):
+    """The LLM answered something the lifecycle cannot use."""
+
+
+_resolved: dict[tuple[int, bool], Any] = {}
+
+
+def configured_llm(llm: Any = None, *, allow_local: bool = False) -> Any:
+    """``llm``, else ``Settings.llm`` when the user set one, else (``allow_local``) the bundled model, else None.
+
+    Resolved once per (``Settings.llm``, ``allow_local``): a later ``Settings.llm`` is seen, and the
+    bundled model is constructed (and logged) once, not on every call.
+    """
+    if llm is not None:
+        return llm
+    from llama_index.core import Settings
+
+    from llama_index_memory_hierarchy.llms import resolve_llm
+
+    key = (id(getattr(Settings, "_llm", None)), allow_local)
+    if key not in _resolved:
+        _resolved.clear()  # Settings changed: forget the previous answers (and their objects)
+        _resolved[key] = resolve_llm(None, allow_local=allow_local)
+    return _resolved[key]
+
+
+async def acomplete(llm: Any, prompt: str) -> str:
+    """The text of one completion (``acomplete``; chat models answer through LlamaIndex's adapter)."""
+    response = await llm.acomplete(prompt)
+    return str(getattr(response, "text", response) or "")
+
+
+def parse_json(text: str) -> Any:
+    """The first JSON object or array in ``text`` (inside a code fence or not)."""
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    for candidate in candidates:
+        candidate = candidate.strip()
+        try:
+            return json.loads(candidate)
+        except ValueError:
+            pass
+        for opener, closer in (("{", "}"), ("[", "]")):
+            start, end = candidate.find(opener), candidate.rfind(closer)
+            if start != -1 and end > start:
+                try:
+                    return json.loads(candidate[start : end + 1])
+                except ValueError:
+                    continue
+    raise LLMReplyError(f"no JSON in the LLM reply: {text[:200]!r}")
+
+
+def parse_rating(text: str, low: int = 1, high: int = 10) -> int:
+    """The first integer in ``low..high`` in ``text`` (JSON ``{"rating": n}`` or plain text)."""
+    try:
+        data = parse_json(text)
+        if isinstance(data, dict):
+            for key in ("rating", "importance", "score", "poignancy"):
+                value = data.get(key)
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high:
+                    return round(value)
+    except LLMReplyError:
+        pass
+    for match in re.finditer(r"\d+(?:\.\d+)?", text):
+        value = float(match.group(0))
+        if low <= value <= high:
+            return round(value)
+    raise LLMReplyError(f"no rating {low}-{high} in the LLM reply: {text[:200]!r}")

@@ -1,0 +1,369 @@
+"""Consolidation: what matters moves down the hierarchy, as sleep does for human memory.
+
+Two stages, each idempotent (handled memories are recorded in ``lifecycle_consolidated``,
+so running consolidation twice creates nothing twice):
+
+1. **Working → episodic.** Working items that matter (importance at least
+   ``promote_min_importance``, said ``promote_min_repetitions`` times, recalled
+   ``promote_min_accesses`` times, or pinned) are written to episodic memory with the same
+   id. Turns recorded by ``HierarchicalMemory.put`` are already episodic (same id): they are
+   only marked, never copied.
+2. **Episodic → semantic.** Events not distilled yet (user turns and non-chat events by
+   default) are summarised per session and distilled into facts: with an LLM, one prompt per
+   batch returns a summary and facts citing the events they come from; offline, the
+   extraction module (spaCy/jieba) extracts triplets from each event. Every fact records its
+   sources (``source_ids``), its validity start (the event time) and its extractor; the
+   session summary is stored as an episodic event of kind ``summary`` citing its events.
+
+Then reflection runs when enough has happened (see :mod:`.reflection`). Consolidation runs
+on demand (``consolidate()``), at ``end_session()``, or in the background on the store
+runtime (``consolidate(background=True)`` or every ``consolidate_every_turns`` messages),
+never blocking an agent turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.lifecycle._llm import LLMReplyError, acomplete, parse_json
+from llama_index_memory_hierarchy.lifecycle.compression import extractive_summary
+from llama_index_memory_hierarchy.lifecycle.reflection import ReflectionReport
+from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
+
+if TYPE_CHECKING:
+    from llama_index_memory_hierarchy.lifecycle.manager import MemoryManager
+
+logger = logging.getLogger(__name__)
+
+STAGE_EPISODIC = "episodic"
+STAGE_SEMANTIC = "semantic"
+#: Episodic ``metadata["kind"]`` of a consolidated session summary.
+SUMMARY_KIND = "summary"
+_SUMMARY_TOKENS = 120
+
+#: The distillation prompt (events numbered from 1).
+DISTILL_PROMPT = (
+    "You consolidate the memory of an AI assistant about its user. Below are events from conversations, "
+    "numbered, oldest first.\n\n{events}\n\n"
+    "Return JSON only, in this form:\n"
+    '{{"summary": "<2-4 sentences: what happened and what matters for the future>", '
+    '"facts": [{{"subject": "...", "predicate": "snake_case_relation", "object": "...", "sources": [1, 2]}}]}}\n'
+    "Facts are durable (still true after the conversation): who the user is, what they like or dislike, "
+    'people, places, plans and commitments. Use "User" for the user. Cite in "sources" the numbers of the '
+    "events each fact comes from. At most {max_facts} facts; none when nothing durable was said."
+)
+
+
+class ConsolidationReport(BaseModel):
+    """What one consolidation did."""
+
+    promoted: list[str] = Field(default_factory=list, description="Working items written to episodic memory.")
+    already_episodic: int = Field(default=0, description="Working items that were episodic already (put turns).")
+    distilled: list[str] = Field(default_factory=list, description="Episodic events distilled in this run.")
+    facts: list[str] = Field(default_factory=list, description="Fact ids created or confirmed by this run.")
+    summaries: list[str] = Field(default_factory=list, description="Session summary events written.")
+    method: str = Field(default="none", description="'llm', 'offline' or 'none' (nothing to distill).")
+    reflection: ReflectionReport | None = None
+
+    @property
+    def changed(self) -> bool:
+        """Whether anything was written."""
+        return bool(self.promoted or self.facts or self.summaries or (self.reflection and self.reflection.insights))
+
+
+class Consolidator:
+    """Runs the consolidation stages for one manager's user (one run at a time per user)."""
+
+    def __init__(self, manager: MemoryManager) -> None:
+        self.manager = manager
+        locks: dict[str, asyncio.Lock] = manager.context.resource("lifecycle.consolidation_locks", lambda _c: {})
+        self._lock = locks.setdefault(manager.user_id, asyncio.Lock())
+
+    # ------------------------------------------------------------------ entry point
+    async def arun(
+        self, *, session_id: str | None = None, promote: bool = True, distill: bool = True, reflect: bool = True
+    ) -> ConsolidationReport:
+        """Run the stages (``session_id``: only that session's working items and events)."""
+        report = ConsolidationReport()
+        async with self._lock:
+            if promote:
+                await self._apromote(report, session_id)
+            if distill:
+                await self._adistill(report, session_id)
+            if reflect:
+                report.reflection = await self.manager.reflector.arun()
+            await self.manager.store.alog(
+                self.manager.user_id,
+                "consolidate",
+                {
+                    "session_id": session_id,
+                    "promoted": len(report.promoted),
+                    "distilled": len(report.distilled),
+                    "facts": len(report.facts),
+                    "summaries": len(report.summaries),
+                    "method": report.method,
+                },
+            )
+        if report.changed:
+            self.manager.invalidate()
+        return report
+
+    # ------------------------------------------------------------------ working -> episodic
+    def _matters(self, item: MemoryItem, repetitions: int) -> bool:
+        settings = self.manager.settings
+        return (
+            item.pinned
+            or item.importance >= settings.promote_min_importance
+            or repetitions >= settings.promote_min_repetitions
+            or item.access_count >= settings.promote_min_accesses
+        )
+
+    async def apromote(self, items: Sequence[MemoryItem], report: ConsolidationReport | None = None) -> list[str]:
+        """Write the working ``items`` that matter to episodic memory (once); return the ids written."""
+        report = report or ConsolidationReport()
+        manager = self.manager
+        user = manager.user_id
+        counts = Counter(_norm(item.content) for item in items)
+        chosen: dict[str, MemoryItem] = {}
+        groups: dict[str, list[MemoryItem]] = {}
+        for item in sorted(items, key=lambda i: i.timestamp):
+            key = _norm(item.content)
+            if not self._matters(item, counts[key]):
+                continue
+            groups.setdefault(key, []).append(item)
+            chosen.setdefault(key, item)
+        if not chosen:
+            return []
+        every_id = [i.id for members in groups.values() for i in members]
+        done = await manager.store.aconsolidated(user, STAGE_EPISODIC, every_id)
+        durable = {r.item.id for r in await manager.context.records.get(user, every_id)}
+        marks: list[tuple[str, str | None, list[str]]] = []
+        fresh: list[tuple[str, MemoryItem]] = []
+        for key, members in groups.items():
+            pending = [m for m in members if m.id not in done]
+            if not pending:
+                continue
+            if any(m.id in durable for m in members):
+                report.already_episodic += len([m for m in pending if m.id in durable])
+                anchor = next(m.id for m in members if m.id in durable)
+                marks += [(m.id, m.session_id, [anchor]) for m in pending]
+                continue
+            first = chosen[key]
+            meta = {**first.metadata, "consolidated_from": "working"}
+            if counts[key] > 1:
+                meta["repetitions"] = counts[key]
+            promoted = first.model_copy(
+                update={
+                    "memory_type": MemoryType.EPISODIC,
+                    "importance": max(m.importance for m in members),
+                    "access_count": max(m.access_count for m in members),
+                    "metadata": meta,
+                    "score": None,
+                }
+            )
+            fresh.append((key, promoted))
+        if fresh:
+            written = await manager.memory.episodic.aadd_items([p for _, p in fresh], dedupe=True)
+            for (key, _), memory_id in zip(fresh, written, strict=True):
+                report.promoted.append(memory_id)
+                marks += [(m.id, m.session_id, [memory_id]) for m in groups[key] if m.id not in done]
+        await manager.store.amark(user, STAGE_EPISODIC, marks)
+        return list(report.promoted)
+
+    async def _apromote(self, report: ConsolidationReport, session_id: str | None) -> None:
+        working = self.manager.memory.working
+        items = working.get_recent(10**9)  # every live item, newest first
+        if session_id is not None:
+            items = [i for i in items if i.session_id == session_id]
+        await self.apromote(items, report)
+
+    async def aon_evict(self, items: list[MemoryItem]) -> None:
+        """Working memory's eviction hook: promote evicted items that matter and are not durable yet."""
+        candidates = [i for i in items if "role" not in i.metadata]  # put() turns are episodic already
+        if candidates:
+            await self.apromote(candidates)
+
+    # ------------------------------------------------------------------ episodic -> semantic
+    def _distillable(self, item: MemoryItem) -> bool:
+        settings = self.manager.settings
+        return (
+            item.metadata.get("kind") != SUMMARY_KIND
+            and item.metadata.get("role") in settings.distill_roles
+            and item.importance >= settings.distill_min_importance
+        )
+
+    async def _adistill(self, report: ConsolidationReport, session_id: str | None) -> None:
+        manager = self.manager
+        filters: dict[str, Any] = {} if session_id is None else {"session_id": session_id}
+        events = [e for e in await manager.memory.episodic.aquery(**filters) if self._distillable(e)]
+        if not events:
+            return
+        done = await manager.store.aconsolidated(manager.user_id, STAGE_SEMANTIC, [e.id for e in events])
+        events = [e for e in events if e.id not in done]
+        if not events:
+            return
+        llm = manager.background_llm()
+        by_session: dict[str | None, list[MemoryItem]] = {}
+        for event in events:
+            by_session.setdefault(event.session_id, []).append(event)
+        report.method = "llm" if llm is not None else "offline"
+        for session, group in by_session.items():
+            size = manager.settings.distill_batch_size
+            for start in range(0, len(group), size):
+                batch = group[start : start + size]
+                results: dict[str, list[str]]
+                summary: str | None
+                if llm is not None:
+                    try:
+                        results, summary = await self._adistill_llm(llm, batch)
+                    except Exception as exc:  # one bad reply must not stop consolidation: this batch goes offline
+                        logger.warning(
+                            "LLM consolidation failed (%s: %s); distilling this batch offline", type(exc).__name__, exc
+                        )
+                        results, summary = await self._adistill_offline(batch)
+                else:
+                    results, summary = await self._adistill_offline(batch)
+                summary_id = await self._astore_summary(session, batch, summary, "llm" if llm else "extractive")
+                if summary_id:
+                    report.summaries.append(summary_id)
+                for fact_ids in results.values():
+                    report.facts.extend(f for f in fact_ids if f not in report.facts)
+                report.distilled.extend(e.id for e in batch)
+                marks = [
+                    (e.id, e.session_id, [*results.get(e.id, []), *([summary_id] if summary_id else [])]) for e in batch
+                ]
+                await manager.store.amark(manager.user_id, STAGE_SEMANTIC, marks)
+
+    async def _adistill_offline(self, batch: Sequence[MemoryItem]) -> tuple[dict[str, list[str]], str | None]:
+        from llama_index_memory_hierarchy.extraction import OfflineExtractor
+        from llama_index_memory_hierarchy.tiers.semantic import FactInput
+
+        extractor = self.manager.context.resource("lifecycle.offline_extractor", lambda _c: OfflineExtractor())
+        extractions = await extractor.aextract_many([e.content for e in batch])
+        inputs: list[tuple[str, FactInput]] = []
+        for event, extraction in zip(batch, extractions, strict=True):
+            for fact in extraction.facts:
+                inputs.append(
+                    (
+                        event.id,
+                        FactInput(
+                            subject=fact.subject,
+                            predicate=fact.predicate,
+                            object=fact.object,
+                            subject_type=fact.subject_type,
+                            object_type=fact.object_type,
+                            valid_at=event.timestamp,
+                            source_ids=[event.id],
+                            confidence=fact.confidence,
+                            extractor=f"consolidation:{fact.extractor}",
+                            importance=event.importance,
+                        ),
+                    )
+                )
+        results = await self._aadd_facts(inputs)
+        turns = [(str(e.metadata.get("role") or "event"), e.content) for e in batch]
+        summary = extractive_summary(None, turns, _SUMMARY_TOKENS, self.manager.estimator) or None
+        return results, summary
+
+    async def _adistill_llm(self, llm: Any, batch: Sequence[MemoryItem]) -> tuple[dict[str, list[str]], str | None]:
+        from llama_index_memory_hierarchy.tiers.semantic import FactInput
+
+        lines = []
+        for number, event in enumerate(batch, start=1):
+            role = event.metadata.get("role") or "event"
+            lines.append(
+                f"[{number}] {event.timestamp:%Y-%m-%d %H:%M} {role}: {' '.join(event.content.split())[:1500]}"
+            )
+        prompt = DISTILL_PROMPT.format(events="\n".join(lines), max_facts=max(5, len(batch)))
+        data = parse_json(await acomplete(llm, prompt))
+        if not isinstance(data, dict):
+            raise LLMReplyError("expected a JSON object with 'summary' and 'facts'")
+        raw_facts = data.get("facts") or []
+        if not isinstance(raw_facts, list):
+            raise LLMReplyError("'facts' is not a list")
+        inputs: list[tuple[str, FactInput]] = []
+        for raw in raw_facts:
+            if not isinstance(raw, dict) or not all(
+                isinstance(raw.get(k), str) for k in ("subject", "predicate", "object")
+            ):
+                continue
+            cited = [
+                batch[n - 1]
+                for n in raw.get("sources") or []
+                if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= len(batch)
+            ]
+            sources = cited or list(batch)  # uncited: linked to the whole batch it came from
+            inputs.append(
+                (
+                    sources[0].id,
+                    FactInput(
+                        subject=raw["subject"],
+                        predicate=raw["predicate"],
+                        object=raw["object"],
+                        valid_at=max(s.timestamp for s in sources),
+                        source_ids=sorted({s.id for s in sources}),
+                        confidence=0.9,
+                        extractor="consolidation:llm",
+                        importance=max(s.importance for s in sources),
+                    ),
+                )
+            )
+        results = await self._aadd_facts(inputs)
+        summary = data.get("summary")
+        return results, " ".join(summary.split()) if isinstance(summary, str) and summary.strip() else None
+
+    async def _aadd_facts(self, inputs: Sequence[tuple[str, Any]]) -> dict[str, list[str]]:
+        """Add facts in one batch (one by one when one of them is invalid); ``{event id: fact ids}``."""
+        results: dict[str, list[str]] = {}
+        if not inputs:
+            return results
+        semantic: Any = self.manager.memory.semantic
+        facts = [fact for _, fact in inputs]
+        try:
+            ids: list[str | None] = list(await semantic.aadd_facts(facts))
+        except MemoryValidationError:
+            ids = []
+            for fact in facts:
+                try:
+                    ids.append((await semantic.aadd_facts([fact]))[0])
+                except MemoryValidationError as exc:
+                    logger.debug("skipping consolidated fact %s: %s", fact, exc)
+                    ids.append(None)
+        for (event_id, fact), fact_id in zip(inputs, ids, strict=True):
+            if fact_id is None:
+                continue
+            for source in fact.source_ids or [event_id]:
+                bucket = results.setdefault(source, [])
+                if fact_id not in bucket:
+                    bucket.append(fact_id)
+        return results
+
+    async def _astore_summary(
+        self, session_id: str | None, batch: Sequence[MemoryItem], summary: str | None, method: str
+    ) -> str | None:
+        if not summary or len(batch) < 2:
+            return None
+        manager = self.manager
+        label = f"session {session_id}" if session_id else "events"
+        item = MemoryItem.create(
+            content=f"Summary of {label}: {summary}",
+            memory_type=MemoryType.EPISODIC,
+            user_id=manager.user_id,
+            session_id=session_id,
+            timestamp=max(e.timestamp for e in batch),
+            importance=max(e.importance for e in batch),
+            metadata={"kind": SUMMARY_KIND, "source_ids": [e.id for e in batch], "method": method},
+        )
+        [memory_id] = await manager.memory.episodic.aadd_items([item], dedupe=True)
+        return memory_id
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.casefold().split())

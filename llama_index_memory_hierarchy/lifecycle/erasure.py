@@ -1,0 +1,232 @@
+"""User erasure: remove one user from every store of a deployment ("right to be forgotten").
+
+``aerase_user(context, user_id)`` removes, in this order:
+
+1. **Vector points**: every vector space the user has records in (the text space, the
+   perceptual tier's satellite spaces such as phash/CLIP/audio, and every embedded space
+   folder on disk) is opened, so the deletions reach it;
+2. **Record rows**: ``SQLRecordStore.delete_user`` deletes the user's rows from every table
+   registered with a ``user_id`` column, in one transaction: memories of every tier and
+   namespace (knowledge-base chunks ``kb:*`` included), superseded facts (history), the
+   lifecycle tables (running summaries, consolidation marks, cursors, the audit trail) and
+   whatever other modules registered; it writes vector tombstones in the outbox, which are
+   then applied, and every space is also cleared by a ``user_id`` filter;
+3. **Graph**: every node of the user (and so every relation) in the graph store;
+4. **Files**: the user's folder of stored perception files;
+5. **In-process state**: the semantic index of the user, and the working memory, history
+   and running summary of every live ``HierarchicalMemory`` of the user in this process.
+
+With ``compact`` (default), SQLite files are compacted so that deleted text does not linger
+in free pages or in the keyword index's segments (FTS5 ``optimize``, ``VACUUM``, WAL
+checkpoint), and embedded vector indexes are optimized (deleted points vacuumed). Vector
+payloads hold ids and numbers, never text; an embedded (qdrant-edge) folder may still hold
+the user's *id* in its write-ahead log and payload-index pages until those are rewritten.
+For byte-level erasure of those too, rebuild the derived indexes offline afterwards
+(``maintenance.rebuild_indexes(persist_dir)``, the CLI's ``lmh reindex``), which rewrites
+every vector folder from the record store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from pydantic import BaseModel, Field
+
+from llama_index_memory_hierarchy.lifecycle import tables as _tables  # noqa: F401  (registers the tables)
+from llama_index_memory_hierarchy.stores.schema import memories
+from llama_index_memory_hierarchy.types import validate_identifier
+
+if TYPE_CHECKING:
+    from llama_index_memory_hierarchy.stores.context import StoreContext
+
+logger = logging.getLogger(__name__)
+
+
+class ErasureReport(BaseModel):
+    """What erasing one user removed."""
+
+    user_id: str
+    rows: dict[str, int] = Field(default_factory=dict, description="Rows deleted per record-store table.")
+    vectors: dict[str, int] = Field(default_factory=dict, description="Points of the user per vector space before.")
+    graph: dict[str, int] = Field(default_factory=dict, description="Nodes and relations of the user before.")
+    files: int = 0
+    live_memories: int = Field(default=0, description="Open HierarchicalMemory objects of the user that were reset.")
+    compacted: bool = False
+
+    @property
+    def total_rows(self) -> int:
+        return sum(self.rows.values())
+
+
+def user_digest(user_id: str) -> str:
+    """A short digest of a user id, for logs that must not keep the id itself."""
+    return hashlib.sha256(user_id.encode()).hexdigest()[:12]
+
+
+async def auser_spaces(context: StoreContext, user_id: str) -> dict[str, int]:
+    """``{space: dim}`` of every vector space holding an embedding of this user's records."""
+    m = memories.c
+
+    async def work(conn: Any) -> dict[str, int]:
+        rows = await conn.execute(
+            sa.select(m.space, sa.func.max(sa.func.length(m.embedding)))
+            .where(m.user_id == user_id, m.space.is_not(None), m.embedding.is_not(None))
+            .group_by(m.space)
+        )
+        return {space: int(size) // 4 for space, size in rows if size}
+
+    return await context.records.run_transaction(work, write=False, op="user spaces")  # type: ignore[attr-defined]
+
+
+def disk_spaces(persist_dir: Path) -> dict[str, int]:
+    """``{space: dim}`` of the embedded (qdrant-edge) vector folders under ``persist_dir/vectors``."""
+    found: dict[str, int] = {}
+    root = Path(persist_dir) / "vectors"
+    if not root.is_dir():
+        return found
+    for folder in sorted(root.iterdir()):
+        config = folder / "edge_config.json"
+        if not config.is_file():
+            continue
+        try:
+            found[folder.name] = int(json.loads(config.read_text("utf-8"))["vectors"][""]["size"])
+        except (OSError, ValueError, KeyError, TypeError):
+            logger.warning("vector folder %s: unreadable config; not opened for erasure", folder)
+    return found
+
+
+async def aerase_user(context: StoreContext, user_id: str, *, compact: bool = True) -> ErasureReport:
+    """Remove ``user_id`` from every store of ``context`` (see the module docstring); runs on the store runtime."""
+    user_id = validate_identifier(user_id, "user_id")
+    return await context.runtime.arun(_aerase(context, user_id, compact))
+
+
+async def _aerase(context: StoreContext, user_id: str, compact: bool) -> ErasureReport:
+    from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
+
+    report = ErasureReport(user_id=user_id)
+    await LifecycleStore(context).aensure_tables()
+    await _areset_live(context, user_id, report)
+
+    # 1. every vector space the user may have points in, open before the deletes are applied
+    spaces = await auser_spaces(context, user_id)
+    if not context.config.qdrant_url and not context.config.qdrant_path and context.config.vector_backend == "edge":
+        for space, dim in disk_spaces(context.persist_dir).items():
+            spaces.setdefault(space, dim)
+    indexes = {}
+    await context.avector_index()  # the text space
+    for space, dim in spaces.items():
+        indexes[space] = await context.avector_index(space, dim)
+    text_space = await context.aspace()
+    indexes.setdefault(text_space, await context.avector_index())
+    for space, index in indexes.items():
+        report.vectors[space] = await index.count(user_id)
+
+    # 2. record rows of every user-scoped table (tombstones for the vectors), then the outbox
+    records: Any = context.records
+    if hasattr(records, "delete_user"):
+        report.rows = await records.delete_user(user_id)
+    else:  # pragma: no cover - any other RecordStore: its memories at least
+        report.rows = {"memories": len(await records.delete_where(user_id, namespace=None))}
+    await context.drain_outbox()
+    for index in indexes.values():
+        await index.delete_user(user_id)
+
+    # 3. the graph store (nodes carry user_id; deleting them takes their relations)
+    graph = await _aerase_graph(context, user_id, report)
+
+    # 4. stored files
+    from llama_index_memory_hierarchy.perception.files import FileStore
+
+    files = FileStore(context.persist_dir)
+    report.files = await asyncio.to_thread(files.delete_user, user_id)
+
+    # 5. in-process semantic index of the user
+    await _areset_semantic_state(context, user_id)
+
+    if compact:
+        await _acompact(context, indexes.values(), graph)
+        report.compacted = True
+    logger.info(
+        "erased user #%s: %d rows, %d vector points, %d graph nodes, %d files",
+        user_digest(user_id),
+        report.total_rows,
+        sum(report.vectors.values()),
+        report.graph.get("nodes", 0),
+        report.files,
+    )
+    return report
+
+
+async def _areset_live(context: StoreContext, user_id: str, report: ErasureReport) -> None:
+    from llama_index_memory_hierarchy.lifecycle.manager import live_memories
+
+    for memory in live_memories(context):
+        if memory.user_id == user_id and not getattr(memory, "_closed", False):
+            await memory._areset()
+            memory.manager.compressor.forget_cached()
+            report.live_memories += 1
+
+
+async def _aerase_graph(context: StoreContext, user_id: str, report: ErasureReport) -> Any:
+    from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
+
+    graph: UserGraph = context.resource("graph_store", lambda ctx: UserGraph(open_graph_store(ctx.config)))
+    counter = getattr(graph.store, "count", None)
+    if counter is not None:
+        report.graph = await asyncio.to_thread(counter, user_id)
+    else:
+        report.graph = {"nodes": len(await graph.anodes(user_id))}
+    await graph.aclear_user(user_id)
+    return graph
+
+
+async def _areset_semantic_state(context: StoreContext, user_id: str) -> None:
+    from llama_index_memory_hierarchy.tiers.semantic import _UserState
+
+    state: _UserState = context.resource(f"semantic_state:{user_id}", lambda _c: _UserState(user_id))
+    async with state.lock:
+        state.reset()
+        state.loaded = False
+
+
+async def _acompact(context: StoreContext, indexes: Any, graph: Any) -> None:
+    """Leave no deleted text in SQLite free pages, FTS5 segments or WAL files; vacuum vector indexes."""
+    records: Any = context.records
+    if getattr(records, "dialect", None) == "sqlite":
+
+        async def optimize(conn: Any) -> None:
+            await conn.exec_driver_sql("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
+
+        await records.run_transaction(optimize, write=True, op="fts optimize")
+        engine = records.engine
+        async with engine.connect() as conn:
+            raw = await conn.get_raw_connection()
+            driver = raw.driver_connection  # aiosqlite, autocommit (the store issues BEGIN itself)
+            await driver.execute("VACUUM")
+            await driver.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store = getattr(graph, "store", None)
+    client = getattr(store, "client", None)
+    if client is not None:
+        lock = getattr(store, "_lock", None) or contextlib.nullcontext()
+
+        def vacuum() -> None:
+            with lock:
+                client.execute("VACUUM")
+                client.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+        await asyncio.to_thread(vacuum)
+    for index in indexes:
+        optimize = getattr(index, "optimize", None)
+        if optimize is not None:
+            await optimize()
+        flush = getattr(index, "flush", None)
+        if flush is not None:
+            await flush()

@@ -1,0 +1,616 @@
+"""``MemoryManager``: the lifecycle of one user's memory, reachable as ``HierarchicalMemory.manager``.
+
+It routes new memories to a tier, retrieves across tiers, and runs what keeps a long-lived
+memory useful: importance, consolidation, reflection, conversation compression, the user
+profile, forgetting, erasure, and export/import. Every coroutine runs on the store runtime
+(``a*`` methods can be awaited from any loop; the sync twins block), like the tiers.
+
+LLM use: routing and importance use an LLM only when one is configured (``llm=`` given to
+``HierarchicalMemory.from_defaults`` or to the manager, or ``Settings.llm``); the background
+tasks (consolidation, reflection, summaries) may also use the bundled local model when
+``LifecycleSettings.use_local_llm`` is on. Without an LLM everything runs on the offline paths.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import weakref
+from collections.abc import Coroutine, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import numpy as np
+
+from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.lifecycle._llm import configured_llm
+from llama_index_memory_hierarchy.lifecycle.compression import ConversationCompressor
+from llama_index_memory_hierarchy.lifecycle.consolidation import ConsolidationReport, Consolidator
+from llama_index_memory_hierarchy.lifecycle.forgetting import ForgetReport, Forgetter
+from llama_index_memory_hierarchy.lifecycle.importance import (
+    ImportanceEstimator,
+    aestimate_importance,
+    effective_importance,
+    reinforcement,
+)
+from llama_index_memory_hierarchy.lifecycle.profile import ProfileBuilder, ProfileMemoryBlock, UserProfile
+from llama_index_memory_hierarchy.lifecycle.reflection import ReflectionReport, Reflector
+from llama_index_memory_hierarchy.lifecycle.routing import HeuristicRouter, RoutingDecision, aroute, is_media
+from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
+from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
+from llama_index_memory_hierarchy.retrieval.fusion import reciprocal_rank_fusion
+from llama_index_memory_hierarchy.retrieval.pipeline import QUERY_STOPWORDS
+from llama_index_memory_hierarchy.text import keyword_tokens
+from llama_index_memory_hierarchy.tiers.working import matches
+from llama_index_memory_hierarchy.types import (
+    MemoryFilter,
+    MemoryItem,
+    MemoryType,
+    validate_content,
+    validate_identifier,
+    validate_importance,
+    validate_memory_id,
+)
+
+if TYPE_CHECKING:
+    from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
+    from llama_index_memory_hierarchy.lifecycle.erasure import ErasureReport
+    from llama_index_memory_hierarchy.lifecycle.portability import ExportReport, ImportReport
+    from llama_index_memory_hierarchy.stores.context import StoreContext
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_LIVE = "lifecycle.live_memories"
+
+
+def live_memories(context: StoreContext) -> list[HierarchicalMemory]:
+    """The open ``HierarchicalMemory`` objects of a store context in this process (managers created)."""
+    registry: weakref.WeakValueDictionary[int, Any] = context.resource(_LIVE, lambda _c: weakref.WeakValueDictionary())
+    return list(registry.values())
+
+
+class MemoryManager:
+    """Routing, retrieval and the lifecycle of one user's memory (see the module docstring)."""
+
+    def __init__(
+        self, memory: HierarchicalMemory, *, llm: Any = None, settings: LifecycleSettings | None = None
+    ) -> None:
+        self.memory = memory
+        self.settings = settings or LifecycleSettings()
+        self._llm = llm
+        self.store = LifecycleStore(memory.context)
+        self.estimator = ImportanceEstimator()
+        self.router = HeuristicRouter()
+        self.consolidator = Consolidator(self)
+        self.reflector = Reflector(self)
+        self.compressor = ConversationCompressor(self)
+        self.forgetter = Forgetter(self)
+        self.profiler = ProfileBuilder(self)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._since_consolidation = 0
+        self._profile_cache: tuple[tuple[Any, ...], UserProfile] | None = None
+        self._version = 0
+        context = memory.context
+        context.resource(_LIVE, lambda _c: weakref.WeakValueDictionary())[id(memory)] = memory
+
+    def __repr__(self) -> str:
+        return f"MemoryManager(user_id={self.user_id!r}, session_id={self.session_id!r})"
+
+    # ------------------------------------------------------------------ plumbing
+    @property
+    def context(self) -> StoreContext:
+        return self.memory.context
+
+    @property
+    def user_id(self) -> str:
+        return self.memory.user_id
+
+    @property
+    def session_id(self) -> str:
+        return self.memory.session_id
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.context.runtime.run(coro)
+
+    async def _arun(self, coro: Coroutine[Any, Any, T]) -> T:
+        return await self.context.runtime.arun(coro)
+
+    def llm(self) -> Any:
+        """The LLM for routing and importance: the one given, else ``Settings.llm``, else None."""
+        return configured_llm(self._llm, allow_local=False)
+
+    def background_llm(self) -> Any:
+        """The LLM for consolidation, reflection and summaries (may be the bundled model; see settings)."""
+        return configured_llm(self._llm, allow_local=self.settings.use_local_llm)
+
+    def invalidate(self) -> None:
+        """Forget cached derived views (the profile, the memory message of ``get()``) after a change."""
+        self._version += 1
+        self._profile_cache = None
+        with contextlib.suppress(AttributeError):  # the memory message cache of HierarchicalMemory is keyed on it
+            self.memory._version += 1
+
+    # ------------------------------------------------------------------ routing and importance
+    async def aclassify(self, content: Any) -> RoutingDecision:
+        """Which tier ``content`` belongs in (LLM when configured and ``llm_routing``, else heuristics)."""
+        return await self._arun(self._aclassify(content))
+
+    def classify(self, content: Any) -> RoutingDecision:
+        """Sync twin of :meth:`aclassify`."""
+        return self._run(self._aclassify(content))
+
+    async def _aclassify(self, content: Any) -> RoutingDecision:
+        llm = self.llm() if self.settings.llm_routing else None
+        return await aroute(content, llm=llm, router=self.router)
+
+    async def aestimate_importance(self, text: str) -> float:
+        """Importance of ``text`` in [0, 1]: the LLM's 1-10 rating when configured, else the offline estimate."""
+        return (await self._arun(self._aestimate(validate_content(text, "text"))))[0]
+
+    def estimate_importance(self, text: str) -> float:
+        """Sync twin of :meth:`aestimate_importance`."""
+        return self._run(self._aestimate(validate_content(text, "text")))[0]
+
+    async def _aestimate(self, text: str) -> tuple[float, str]:
+        llm = self.llm() if self.settings.llm_importance else None
+        return await aestimate_importance(text, llm=llm, estimator=self.estimator)
+
+    def effective_importance(self, item: MemoryItem) -> float:
+        """Importance reinforced by access (what forgetting and ranking use)."""
+        s = self.settings
+        return effective_importance(item, strength=s.access_reinforcement, saturation=s.access_saturation)
+
+    # ------------------------------------------------------------------ adding
+    async def aadd_memory(
+        self,
+        content: Any,
+        memory_type: MemoryType | str | None = None,
+        importance: float | None = None,
+        *,
+        metadata: dict[str, Any] | None = None,
+        timestamp: datetime | str | float | None = None,
+        session_id: str | None = None,
+        pinned: bool = False,
+        dedupe: bool = False,
+        caption: str | None = None,
+        modality: str | None = None,
+    ) -> str:
+        """Store a memory in the tier the caller names, else the one the classifier picks; return its id.
+
+        ``content`` is text, or (perceptual) bytes, a path, a file object or an image.
+        ``importance`` defaults to the estimate (LLM rating when configured, else offline).
+        """
+        return await self._arun(
+            self._aadd_memory(
+                content, memory_type, importance, metadata, timestamp, session_id, pinned, dedupe, caption, modality
+            )
+        )
+
+    def add_memory(
+        self, content: Any, memory_type: MemoryType | str | None = None, importance: float | None = None, **kwargs: Any
+    ) -> str:
+        """Sync twin of :meth:`aadd_memory`."""
+        return self._run(self.aadd_memory(content, memory_type, importance, **kwargs))
+
+    async def _aadd_memory(
+        self,
+        content: Any,
+        memory_type: MemoryType | str | None,
+        importance: float | None,
+        metadata: dict[str, Any] | None,
+        timestamp: datetime | str | float | None,
+        session_id: str | None,
+        pinned: bool,
+        dedupe: bool,
+        caption: str | None,
+        modality: str | None,
+    ) -> str:
+        media = is_media(content)
+        if not media:
+            content = validate_content(content, "content")
+        if importance is not None:
+            importance = validate_importance(importance)
+        if memory_type is not None:
+            try:
+                decision = RoutingDecision(memory_type=MemoryType(memory_type), method="caller")
+            except ValueError:
+                raise MemoryValidationError(
+                    "memory_type", f"unknown {memory_type!r}; choose from {', '.join(t.value for t in MemoryType)}"
+                ) from None
+        else:
+            decision = await self._aclassify(content)
+        kind = decision.memory_type
+        if media and kind is not MemoryType.PERCEPTUAL:
+            raise MemoryValidationError("content", f"a file or raw media cannot go to {kind.value} memory")
+        text = caption if media else content
+        importance_by = "caller"
+        if importance is None and text:
+            importance, importance_by = await self._aestimate(text)
+        meta = dict(metadata or {})
+        meta["lifecycle"] = {"routed_by": decision.method, "importance_by": importance_by if text else "default"}
+        common: dict[str, Any] = {
+            "timestamp": timestamp,
+            "importance": importance,
+            "metadata": meta,
+            "session_id": session_id,
+        }
+        tier: Any = self.memory.tiers([kind])[0]
+        if kind is MemoryType.PERCEPTUAL and media:
+            memory_id = await tier.aadd_perception(content, modality, caption=caption, **common)
+        elif kind is MemoryType.PERCEPTUAL and modality:
+            memory_id = await tier.aadd(
+                content, **{**common, "metadata": {**meta, "modality": modality}}, dedupe=dedupe
+            )
+        else:
+            memory_id = await tier.aadd(content, **common, dedupe=dedupe)
+        if pinned:
+            await tier.apin(memory_id)
+        self.invalidate()
+        logger.debug("memory %s -> %s (%s)", memory_id, kind.value, decision.method)
+        return memory_id
+
+    # ------------------------------------------------------------------ retrieval
+    async def aretrieve_memories(
+        self,
+        query: str,
+        memory_types: Sequence[MemoryType | str] | None = None,
+        limit: int = 5,
+        min_importance: float | None = None,
+        time_range: tuple[Any, Any] | None = None,
+        *,
+        session_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> list[MemoryItem]:
+        """The best memories for ``query`` from the chosen tiers, fused by reciprocal rank.
+
+        Filters (``min_importance`` on stored importance, ``time_range`` on event time,
+        ``session_id``, ``metadata`` equality) apply in every tier and are checked again on
+        the fused result. Among equally ranked memories, often-recalled ones come first.
+        """
+        return await self._arun(
+            self._aretrieve(query, memory_types, limit, min_importance, time_range, session_id, metadata)
+        )
+
+    def retrieve_memories(
+        self,
+        query: str,
+        memory_types: Sequence[MemoryType | str] | None = None,
+        limit: int = 5,
+        min_importance: float | None = None,
+        time_range: tuple[Any, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[MemoryItem]:
+        """Sync twin of :meth:`aretrieve_memories`."""
+        return self._run(self.aretrieve_memories(query, memory_types, limit, min_importance, time_range, **kwargs))
+
+    async def _aretrieve(
+        self,
+        query: str,
+        memory_types: Sequence[MemoryType | str] | None,
+        limit: int,
+        min_importance: float | None,
+        time_range: tuple[Any, Any] | None,
+        session_id: str | None,
+        metadata: dict[str, Any] | None,
+    ) -> list[MemoryItem]:
+        query = validate_content(query, "query")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise MemoryValidationError("limit", f"must be a positive integer, got {limit!r}")
+        filters: dict[str, Any] = {}
+        if min_importance is not None:
+            filters["min_importance"] = min_importance
+        if time_range is not None:
+            filters["time_range"] = time_range
+        if session_id is not None:
+            filters["session_id"] = session_id
+        if metadata is not None:
+            filters["metadata"] = metadata
+        flt = MemoryFilter.from_kwargs(**filters)  # validates every filter once, before any search
+        if isinstance(memory_types, (str, MemoryType)):
+            memory_types = [memory_types]
+        try:
+            tiers = self.memory.tiers(memory_types)
+        except ValueError:
+            raise MemoryValidationError(
+                "memory_types",
+                f"unknown tier in {memory_types!r}; choose from {', '.join(t.value for t in MemoryType)}",
+            ) from None
+        per_tier = max(limit * 2, 10)
+        results = await asyncio.gather(*(tier.aretrieve(query, per_tier, **filters) for tier in tiers))
+        by_id: dict[str, MemoryItem] = {}
+        for items in results:
+            for item in items:
+                # the same id in working and episodic (a put turn) is one memory: keep the durable copy
+                if item.id not in by_id or by_id[item.id].memory_type is MemoryType.WORKING:
+                    by_id[item.id] = item
+        durable = {i.id for items in results for i in items if i.memory_type is not MemoryType.WORKING}
+        rankings = [
+            [i.id for i in items if i.memory_type is not MemoryType.WORKING or i.id not in durable] for items in results
+        ]
+        candidates = [item for item in by_id.values() if matches(item, flt)]
+        rankings += await self._across_tiers(query, candidates)
+        fused = reciprocal_rank_fusion(rankings, k=self.memory.config.rrf_k)
+        s = self.settings
+        scored = []
+        for item in candidates:
+            boost = reinforcement(item.access_count, strength=s.access_reinforcement, saturation=s.access_saturation)
+            scored.append(item.model_copy(update={"score": fused.get(item.id, 0.0) * (1.0 + boost)}))
+        scored.sort(key=lambda i: (i.score or 0.0, i.timestamp), reverse=True)
+        return scored[:limit]
+
+    async def _across_tiers(self, query: str, candidates: list[MemoryItem]) -> list[list[str]]:
+        """Two rankings of every candidate on one scale, whatever its tier: dense (cosine) and keyword overlap.
+
+        Each tier ranks only its own memories, so its first result may be barely relevant; these
+        rankings let the fusion tell a relevant fact from an irrelevant turn ranked first elsewhere.
+        """
+        if len(candidates) < 2:
+            return []
+        embeddings = self.context.embeddings
+        vector = await embeddings.aembed_query(query)
+        space = await self.context.aspace()
+        stored = await self.context.records.get(
+            self.user_id, [i.id for i in candidates if i.memory_type is not MemoryType.WORKING], with_embeddings=True
+        )
+        vectors = {r.item.id: r.embedding for r in stored if r.embedding is not None and r.space == space}
+        missing = [i for i in candidates if i.id not in vectors]
+        if missing:
+            for item, emb in zip(missing, await embeddings.aembed_texts([i.content for i in missing]), strict=True):
+                vectors[item.id] = emb
+        cosine = {i.id: float(np.dot(vector, vectors[i.id])) for i in candidates}
+        dense = sorted(cosine, key=lambda memory_id: cosine[memory_id], reverse=True)
+        terms = {t for t in keyword_tokens(query) if t not in QUERY_STOPWORDS}
+        overlap: dict[str, float] = {}
+        for item in candidates:
+            words = set(keyword_tokens(item.content))
+            shared = len(terms & words)
+            if shared:
+                overlap[item.id] = shared / math.sqrt(len(terms) * len(words))
+        keyword = sorted(overlap, key=lambda memory_id: overlap[memory_id], reverse=True)
+        return [dense, keyword]
+
+    # ------------------------------------------------------------------ consolidation and reflection
+    async def aconsolidate(
+        self,
+        session_id: str | None = None,
+        *,
+        background: bool = False,
+        promote: bool = True,
+        distill: bool = True,
+        reflect: bool = True,
+    ) -> ConsolidationReport | None:
+        """Consolidate now (return the report) or, with ``background``, start it and return None at once."""
+        if session_id is not None:
+            validate_identifier(session_id, "session_id")
+        coro = self.consolidator.arun(session_id=session_id, promote=promote, distill=distill, reflect=reflect)
+        if background:
+            await self._arun(self._aspawn(coro))
+            return None
+        return await self._arun(coro)
+
+    def consolidate(self, session_id: str | None = None, **kwargs: Any) -> ConsolidationReport | None:
+        """Sync twin of :meth:`aconsolidate`."""
+        return self._run(self.aconsolidate(session_id, **kwargs))
+
+    async def areflect(self, *, force: bool = False) -> ReflectionReport:
+        """Reflect when the importance of new events reaches the threshold (or ``force``)."""
+        return await self._arun(self.reflector.arun(force=force))
+
+    def reflect(self, *, force: bool = False) -> ReflectionReport:
+        """Sync twin of :meth:`areflect`."""
+        return self._run(self.reflector.arun(force=force))
+
+    async def aend_session(self, *, background: bool = False, clear_working: bool = True) -> ConsolidationReport | None:
+        """The session is over: consolidate it (then reflect if due) and clear its working memory."""
+
+        async def finish() -> ConsolidationReport:
+            report = await self.consolidator.arun(session_id=self.session_id)
+            if clear_working:
+                await self.memory.working.aclear()
+            await self.store.alog(self.user_id, "end_session", {"session_id": self.session_id})
+            return report
+
+        if background:
+            await self._arun(self._aspawn(finish()))
+            return None
+        return await self._arun(finish())
+
+    def end_session(self, **kwargs: Any) -> ConsolidationReport | None:
+        """Sync twin of :meth:`aend_session`."""
+        return self._run(self.aend_session(**kwargs))
+
+    async def _aspawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Start ``coro`` on the runtime as a background task (awaited when the stores close)."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        self.context.spawn(task)
+
+    async def await_background(self) -> None:
+        """Wait for the background consolidations started by this manager (tests, shutdown)."""
+
+        async def wait() -> None:
+            while self._tasks:
+                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+        await self._arun(wait())
+
+    def wait_background(self) -> None:
+        """Sync twin of :meth:`await_background`."""
+        self._run(self.await_background())
+
+    @property
+    def background_running(self) -> bool:
+        """Whether a background consolidation of this manager is still running."""
+        return any(not t.done() for t in self._tasks)
+
+    async def aafter_put(self, count: int) -> None:
+        """Hook of ``HierarchicalMemory.put``: start a background consolidation every ``consolidate_every_turns``."""
+        every = self.settings.consolidate_every_turns
+        if not every:
+            return
+        self._since_consolidation += count
+        if self._since_consolidation >= every and not self.background_running:
+            self._since_consolidation = 0
+            await self._aspawn(self.consolidator.arun(session_id=self.session_id))
+
+    # ------------------------------------------------------------------ compression and profile
+    async def asession_summary(self, session_id: str | None = None) -> str | None:
+        """The running summary of a session (default: the current one), or None."""
+        return await self._arun(self.compressor.asummary(session_id))
+
+    def session_summary(self, session_id: str | None = None) -> str | None:
+        """Sync twin of :meth:`asession_summary`."""
+        return self._run(self.compressor.asummary(session_id))
+
+    async def aget_profile(self) -> UserProfile:
+        """The user's profile (preferences and facts) derived from semantic memory."""
+        return await self._arun(self._aprofile())
+
+    def get_profile(self) -> UserProfile:
+        """Sync twin of :meth:`aget_profile`."""
+        return self._run(self._aprofile())
+
+    async def _aprofile(self) -> UserProfile:
+        count = await self.context.records.count(self.user_id, memory_type=MemoryType.SEMANTIC)
+        key = (count, self._version)
+        if self._profile_cache is not None and self._profile_cache[0] == key:
+            return self._profile_cache[1]
+        profile = await self.profiler.abuild()
+        self._profile_cache = (key, profile)
+        return profile
+
+    async def aprofile_text(self, max_tokens: int | None = None) -> str:
+        """The profile block within ``max_tokens`` (default ``profile_token_limit``); "" when empty."""
+        limit = self.settings.profile_token_limit if max_tokens is None else max_tokens
+        if limit <= 0:
+            return ""
+        return (await self._arun(self._aprofile())).text(limit)
+
+    def profile_block(self, max_tokens: int | None = None, *, priority: int = 0) -> ProfileMemoryBlock:
+        """The profile as a LlamaIndex memory block for ``llama_index.core.memory.Memory``."""
+        return ProfileMemoryBlock(
+            name="user_profile",
+            description="Preferences and facts about the user.",
+            manager=self,
+            max_tokens=max_tokens or self.settings.profile_token_limit or 150,
+            priority=priority,
+            accept_short_term_memory=False,
+        )
+
+    # ------------------------------------------------------------------ forgetting and pins
+    async def aforget(
+        self,
+        strategy: str = "importance_based",
+        memory_types: Sequence[MemoryType | str] | None = None,
+        dry_run: bool = False,
+        **params: Any,
+    ) -> ForgetReport:
+        """Forget by ``strategy`` in the given tiers (all by default); ``dry_run`` only reports."""
+        return await self._arun(
+            self.forgetter.arun(strategy, list(memory_types) if memory_types else None, dry_run=dry_run, **params)
+        )
+
+    def forget(
+        self,
+        strategy: str = "importance_based",
+        memory_types: Sequence[MemoryType | str] | None = None,
+        dry_run: bool = False,
+        **params: Any,
+    ) -> ForgetReport:
+        """Sync twin of :meth:`aforget`."""
+        return self._run(self.aforget(strategy, memory_types, dry_run, **params))
+
+    async def apin(self, memory_id: str, pinned: bool = True) -> bool:
+        """Pin a memory (in any tier) so that forgetting never removes it; False when absent."""
+        return await self._arun(self._apin(validate_memory_id(memory_id), pinned))
+
+    def pin(self, memory_id: str) -> bool:
+        """Sync twin of :meth:`apin`."""
+        return self._run(self._apin(validate_memory_id(memory_id), True))
+
+    async def aunpin(self, memory_id: str) -> bool:
+        """Remove a pin; False when absent."""
+        return await self._arun(self._apin(validate_memory_id(memory_id), False))
+
+    def unpin(self, memory_id: str) -> bool:
+        """Sync twin of :meth:`aunpin`."""
+        return self._run(self._apin(validate_memory_id(memory_id), False))
+
+    async def _apin(self, memory_id: str, pinned: bool) -> bool:
+        found = await self.memory.working.apin(memory_id, pinned)
+        record = await self.context.records.update(self.user_id, memory_id, pinned=pinned)
+        if record is not None:
+            await self.context.drain_outbox()
+        return found or record is not None
+
+    # ------------------------------------------------------------------ erasure and portability
+    async def aforget_user(self, user_id: str | None = None, *, compact: bool = True) -> ErasureReport:
+        """Remove a user (default: this one) from every store; see :mod:`.erasure`."""
+        from llama_index_memory_hierarchy.lifecycle.erasure import aerase_user
+
+        return await aerase_user(self.context, user_id or self.user_id, compact=compact)
+
+    def forget_user(self, user_id: str | None = None, *, compact: bool = True) -> ErasureReport:
+        """Sync twin of :meth:`aforget_user`."""
+        return self._run(self.aforget_user(user_id, compact=compact))
+
+    async def aexport_user(
+        self, user_id: str | None, path: str | os.PathLike[str], *, include_files: bool = True
+    ) -> ExportReport:
+        """Write a user's whole memory (default: this one) to ``path`` as JSON; see :mod:`.portability`."""
+        from llama_index_memory_hierarchy.lifecycle.portability import aexport_user
+
+        return await aexport_user(self.context, user_id or self.user_id, path, include_files=include_files)
+
+    def export_user(self, user_id: str | None, path: str | os.PathLike[str], **kwargs: Any) -> ExportReport:
+        """Sync twin of :meth:`aexport_user`."""
+        return self._run(self.aexport_user(user_id, path, **kwargs))
+
+    async def aimport_user(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        user_id: str | None = None,
+        on_conflict: Literal["replace", "skip", "error"] = "replace",
+    ) -> ImportReport:
+        """Write an export back into these stores (as ``user_id`` when given)."""
+        from llama_index_memory_hierarchy.lifecycle.portability import aimport_user
+
+        return await aimport_user(self.context, path, user_id=user_id, on_conflict=on_conflict)
+
+    def import_user(self, path: str | os.PathLike[str], **kwargs: Any) -> ImportReport:
+        """Sync twin of :meth:`aimport_user`."""
+        return self._run(self.aimport_user(path, **kwargs))
+
+    async def aexport_session(
+        self,
+        session_id: str | None = None,
+        path: str | os.PathLike[str] | None = None,
+        format: Literal["markdown", "json"] = "markdown",
+    ) -> str:
+        """A readable transcript of a session (default: the current one); written to ``path`` if given."""
+        from llama_index_memory_hierarchy.lifecycle.portability import aexport_session
+
+        return await self._arun(aexport_session(self, session_id or self.session_id, path, format=format))
+
+    def export_session(
+        self,
+        session_id: str | None = None,
+        path: str | os.PathLike[str] | None = None,
+        format: Literal["markdown", "json"] = "markdown",
+    ) -> str:
+        """Sync twin of :meth:`aexport_session`."""
+        return self._run(self.aexport_session(session_id, path, format))
+
+    async def aevents(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """This user's lifecycle audit trail (consolidations, reflections, forgetting, exports), oldest first."""
+        return await self._arun(self.store.aevents(self.user_id, limit))
+
+    def events(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """Sync twin of :meth:`aevents`."""
+        return self._run(self.store.aevents(self.user_id, limit))

@@ -1,0 +1,231 @@
+"""Small tables of the lifecycle, on the record store's shared schema metadata.
+
+* ``lifecycle_consolidated``: which memories each consolidation stage already handled (so
+  consolidation is idempotent: running it twice creates nothing twice);
+* ``lifecycle_summaries``: the running summary of each (user, session) conversation;
+* ``lifecycle_state``: per-user cursors (when the last reflection ran, ...);
+* ``lifecycle_events``: an audit trail of lifecycle operations (counts, never memory text).
+
+Every table has a ``user_id`` column, so ``SQLRecordStore.delete_user`` (user erasure) removes
+a user's rows from all of them, and the portability module exports and imports them generically.
+The tables are registered on :data:`~llama_index_memory_hierarchy.stores.schema.metadata`; the
+record store creates registered tables when it opens, and :func:`aensure_tables` creates them
+once per store context when this module was imported after the store opened.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from llama_index_memory_hierarchy.stores.schema import SeqType, metadata
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+    from llama_index_memory_hierarchy.stores.context import StoreContext
+
+consolidated = sa.Table(
+    "lifecycle_consolidated",
+    metadata,
+    sa.Column("user_id", sa.String(128), primary_key=True),
+    sa.Column("memory_id", sa.String(36), primary_key=True),
+    sa.Column("stage", sa.String(16), primary_key=True),
+    sa.Column("session_id", sa.String(128), nullable=True),
+    sa.Column("result_ids", sa.Text(), nullable=False),
+    sa.Column("at", sa.Double(), nullable=False),
+)
+
+summaries = sa.Table(
+    "lifecycle_summaries",
+    metadata,
+    sa.Column("user_id", sa.String(128), primary_key=True),
+    sa.Column("session_id", sa.String(128), primary_key=True),
+    sa.Column("summary", sa.Text(), nullable=False),
+    sa.Column("covered_until", sa.String(36), nullable=True),
+    sa.Column("covered_count", sa.Integer(), nullable=False),
+    sa.Column("tokens", sa.Integer(), nullable=False),
+    sa.Column("method", sa.String(32), nullable=False),
+    sa.Column("updated_at", sa.Double(), nullable=False),
+)
+
+state = sa.Table(
+    "lifecycle_state",
+    metadata,
+    sa.Column("user_id", sa.String(128), primary_key=True),
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text(), nullable=False),
+    sa.Column("updated_at", sa.Double(), nullable=False),
+)
+
+events = sa.Table(
+    "lifecycle_events",
+    metadata,
+    sa.Column("seq", SeqType, primary_key=True, autoincrement=True),
+    sa.Column("user_id", sa.String(128), nullable=False),
+    sa.Column("at", sa.Double(), nullable=False),
+    sa.Column("action", sa.String(32), nullable=False),
+    sa.Column("detail", sa.Text(), nullable=False),
+    sa.Index("ix_lifecycle_events_user", "user_id", "seq"),
+    sqlite_autoincrement=True,
+)
+
+#: The lifecycle's tables (export, import and erasure walk every user-scoped table anyway).
+TABLES = (consolidated, summaries, state, events)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)
+
+
+class LifecycleStore:
+    """Typed access to the lifecycle tables of one store context (coroutines run on its runtime)."""
+
+    def __init__(self, context: StoreContext) -> None:
+        self.context = context
+        self._ready: dict[str, bool] = context.resource("lifecycle.tables", lambda _ctx: {"ready": False})
+
+    async def aensure_tables(self) -> None:
+        """Create the tables when the record store opened before this module was imported (once)."""
+        if not self._ready["ready"]:
+            await self.context.records.create_tables()  # type: ignore[attr-defined]
+            self._ready["ready"] = True
+
+    async def _run(self, work: Any, *, write: bool, op: str) -> Any:
+        await self.aensure_tables()
+        return await self.context.records.run_transaction(work, write=write, op=op)  # type: ignore[attr-defined]
+
+    # ------------------------------------------------------------------ consolidation marks
+    async def aconsolidated(self, user_id: str, stage: str, ids: Sequence[str] | None = None) -> dict[str, list[str]]:
+        """``{memory_id: result_ids}`` of the memories ``stage`` already handled (of these ids, or all)."""
+        c = consolidated.c
+
+        async def work(conn: AsyncConnection) -> dict[str, list[str]]:
+            query = sa.select(c.memory_id, c.result_ids).where(c.user_id == user_id, c.stage == stage)
+            if ids is not None:
+                found: dict[str, list[str]] = {}
+                for start in range(0, len(ids), 500):
+                    part = list(ids[start : start + 500])
+                    rows = await conn.execute(query.where(c.memory_id.in_(part)))
+                    found.update({row[0]: json.loads(row[1]) for row in rows})
+                return found
+            return {row[0]: json.loads(row[1]) for row in await conn.execute(query)}
+
+        return await self._run(work, write=False, op="lifecycle consolidated")
+
+    async def amark(self, user_id: str, stage: str, marks: Iterable[tuple[str, str | None, Sequence[str]]]) -> None:
+        """Record ``(memory_id, session_id, result_ids)`` as handled by ``stage`` (replacing earlier marks)."""
+        rows = [
+            {
+                "user_id": user_id,
+                "memory_id": memory_id,
+                "stage": stage,
+                "session_id": session_id,
+                "result_ids": _dumps(list(results)),
+                "at": time.time(),
+            }
+            for memory_id, session_id, results in marks
+        ]
+        if not rows:
+            return
+        c = consolidated.c
+
+        async def work(conn: AsyncConnection) -> None:
+            ids = [row["memory_id"] for row in rows]
+            for start in range(0, len(ids), 500):
+                await conn.execute(
+                    sa.delete(consolidated).where(
+                        c.user_id == user_id, c.stage == stage, c.memory_id.in_(ids[start : start + 500])
+                    )
+                )
+            await conn.execute(sa.insert(consolidated), rows)
+
+        await self._run(work, write=True, op="lifecycle mark")
+
+    # ------------------------------------------------------------------ state
+    async def aget_state(self, user_id: str, key: str, default: Any = None) -> Any:
+        """A per-user value (JSON), or ``default``."""
+        c = state.c
+
+        async def work(conn: AsyncConnection) -> Any:
+            row = (await conn.execute(sa.select(c.value).where(c.user_id == user_id, c.key == key))).first()
+            return default if row is None else json.loads(row[0])
+
+        return await self._run(work, write=False, op="lifecycle state")
+
+    async def aset_state(self, user_id: str, key: str, value: Any) -> None:
+        """Set a per-user value (JSON)."""
+        c = state.c
+
+        async def work(conn: AsyncConnection) -> None:
+            await conn.execute(sa.delete(state).where(c.user_id == user_id, c.key == key))
+            await conn.execute(
+                sa.insert(state).values(user_id=user_id, key=key, value=_dumps(value), updated_at=time.time())
+            )
+
+        await self._run(work, write=True, op="lifecycle state")
+
+    # ------------------------------------------------------------------ summaries
+    async def aget_summary(self, user_id: str, session_id: str) -> dict[str, Any] | None:
+        """The running summary row of one conversation, or None."""
+        c = summaries.c
+
+        async def work(conn: AsyncConnection) -> dict[str, Any] | None:
+            row = (
+                (await conn.execute(sa.select(summaries).where(c.user_id == user_id, c.session_id == session_id)))
+                .mappings()
+                .first()
+            )
+            return None if row is None else dict(row)
+
+        return await self._run(work, write=False, op="lifecycle summary")
+
+    async def aput_summary(self, row: dict[str, Any]) -> None:
+        """Insert or replace the running summary of ``(row['user_id'], row['session_id'])``."""
+        c = summaries.c
+        row = {**row, "updated_at": row.get("updated_at") or time.time()}
+
+        async def work(conn: AsyncConnection) -> None:
+            await conn.execute(
+                sa.delete(summaries).where(c.user_id == row["user_id"], c.session_id == row["session_id"])
+            )
+            await conn.execute(sa.insert(summaries).values(**row))
+
+        await self._run(work, write=True, op="lifecycle summary")
+
+    async def adelete_summary(self, user_id: str, session_id: str) -> None:
+        """Forget the running summary of one conversation."""
+        c = summaries.c
+
+        async def work(conn: AsyncConnection) -> None:
+            await conn.execute(sa.delete(summaries).where(c.user_id == user_id, c.session_id == session_id))
+
+        await self._run(work, write=True, op="lifecycle summary")
+
+    # ------------------------------------------------------------------ audit trail
+    async def alog(self, user_id: str, action: str, detail: dict[str, Any]) -> None:
+        """Append an audit event (counts and ids only; callers never pass memory text)."""
+
+        async def work(conn: AsyncConnection) -> None:
+            await conn.execute(
+                sa.insert(events).values(user_id=user_id, at=time.time(), action=action[:32], detail=_dumps(detail))
+            )
+
+        await self._run(work, write=True, op="lifecycle log")
+
+    async def aevents(self, user_id: str, limit: int | None = None) -> list[dict[str, Any]]:
+        """This user's audit events, oldest first."""
+        c = events.c
+
+        async def work(conn: AsyncConnection) -> list[dict[str, Any]]:
+            query = sa.select(c.at, c.action, c.detail).where(c.user_id == user_id).order_by(c.seq)
+            if limit is not None:
+                query = query.limit(limit)
+            rows = (await conn.execute(query)).all()
+            return [{"at": at, "action": action, "detail": json.loads(detail)} for at, action, detail in rows]
+
+        return await self._run(work, write=False, op="lifecycle events")

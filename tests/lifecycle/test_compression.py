@@ -1,0 +1,118 @@
+"""Conversation compression: older turns fold into a running summary in the system message, the
+history stays within its budget, raw turns stay in episodic memory, the summary persists."""
+
+from __future__ import annotations
+
+from lifecycle_llm import SUMMARY, ScriptedLLM
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+
+from llama_index_memory_hierarchy.hierarchy import message_text
+from llama_index_memory_hierarchy.lifecycle.compression import SUMMARY_HEADER, extractive_summary, fit_tokens
+from llama_index_memory_hierarchy.text import count_tokens
+
+FILLER = [
+    "What should I cook tonight? Something with the vegetables in the fridge.",
+    "You could make a stir fry with the peppers and the broccoli.",
+    "Good idea. How long should the rice cook for?",
+    "About eighteen minutes for white rice, covered, on low heat.",
+]
+
+
+def turns(n: int) -> list[ChatMessage]:
+    out = [
+        ChatMessage(role="user", content="Important: I am allergic to peanuts, never suggest them."),
+        ChatMessage(role="assistant", content="Understood, no peanuts."),
+    ]
+    for i in range(n):
+        text = FILLER[i % len(FILLER)]
+        out.append(ChatMessage(role="user" if i % 2 == 0 else "assistant", content=f"{text} (turn {i})"))
+    return out
+
+
+def tokens_of(messages: list[ChatMessage]) -> int:
+    return sum(count_tokens(message_text(m)) for m in messages)
+
+
+def test_history_folds_into_a_running_summary_within_budget(memory_factory) -> None:
+    limit, memory_limit = 160, 120
+    memory = memory_factory(chat_history_token_limit=limit, memory_context_token_limit=memory_limit)
+    sent = turns(30)
+    for position, message in enumerate(sent):
+        memory.put(message)
+        messages = memory.get()
+        assert tokens_of(messages) <= limit + memory_limit, position
+        history = [m for m in messages if m.role != MessageRole.SYSTEM]
+        assert tokens_of(history) <= limit
+        assert history[-1].content == message.content
+    system = messages[0]
+    assert system.role == MessageRole.SYSTEM and system.content.startswith(SUMMARY_HEADER)
+    summary = memory.manager.session_summary()
+    assert summary and "allergic to peanuts" in summary  # the important early turn survives the folds
+    assert summary in system.content
+    # nothing lost: every raw turn is still in episodic memory and in get_all()
+    assert memory.episodic.get_stats()["count"] == len(sent)
+    assert [m.content for m in memory.get_all()] == [m.content for m in sent]
+
+
+def test_the_summary_persists_for_the_session(memory_factory) -> None:
+    first = memory_factory(chat_history_token_limit=120)
+    first.put_messages(turns(16))
+    first.get()
+    summary = first.manager.session_summary()
+    assert summary
+    first.close()
+    again = memory_factory(chat_history_token_limit=120)
+    assert again.manager.session_summary() == summary
+    assert again.get()[0].content.startswith(SUMMARY_HEADER + "\n" + summary)
+    other = memory_factory(session_id="s2", chat_history_token_limit=120)
+    assert other.manager.session_summary() is None
+    again.reset()
+    assert again.manager.session_summary() is None
+
+
+def test_llm_summary_is_used_and_kept_within_its_cap(memory_factory) -> None:
+    long_reply = "The user is allergic to peanuts. " + "They discussed cooking at length. " * 80
+    llm = ScriptedLLM(rules=[(SUMMARY, long_reply)])
+    memory = memory_factory(chat_history_token_limit=150, llm=llm)
+    memory.put_messages(turns(20))
+    messages = memory.get()
+    [prompt] = llm.prompts_with(SUMMARY)
+    assert "Previous summary:\n(none)" in prompt and "user: Important: I am allergic to peanuts" in prompt
+    summary = memory.manager.session_summary()
+    cap = memory.manager.compressor.cap(150)
+    assert summary.startswith("The user is allergic to peanuts.") and count_tokens(summary) <= cap
+    assert (
+        tokens_of([m for m in messages if m.role != MessageRole.SYSTEM]) + memory.manager.compressor.cost(summary)
+        <= 150
+    )
+    for message in turns(6):
+        memory.put(message)
+        memory.get()
+    later = llm.prompts_with(SUMMARY)
+    assert len(later) >= 2 and "Previous summary:\nThe user is allergic to peanuts." in later[-1]
+
+
+def test_failing_llm_falls_back_to_the_extractive_summary(memory_factory) -> None:
+    llm = ScriptedLLM(rules=[(SUMMARY, "")])
+    memory = memory_factory(chat_history_token_limit=120, llm=llm)
+    memory.put_messages(turns(16))
+    memory.get()
+    assert "allergic to peanuts" in memory.manager.session_summary()
+
+
+def test_extractive_summary_keeps_the_most_important_sentences_in_order() -> None:
+    summary = extractive_summary(
+        "- user: My daughter's birthday is on June 4th.",
+        [
+            ("user", "ok thanks. The weather is grey. I'm allergic to shellfish and I love sushi."),
+            ("assistant", "Sure. Here are three sushi places without shellfish."),
+        ],
+        cap_tokens=40,
+    )
+    lines = summary.splitlines()
+    assert lines[0] == "- user: My daughter's birthday is on June 4th."
+    assert "- user: I'm allergic to shellfish and I love sushi." in lines
+    assert not any("ok thanks" in line for line in lines)
+    assert count_tokens(summary) <= 40
+    assert fit_tokens("One. Two three four. " * 20, 10).endswith(".")
+    assert count_tokens(fit_tokens("word " * 100, 12)) <= 12

@@ -1,0 +1,217 @@
+"""User erasure: after forget_user, nothing of the user remains in any store.
+
+The proof scans everything: every table of the SQLite record store (the keyword index's shadow
+tables included) cell by cell, every vector index (count by user and a full scan of payloads),
+the graph, the files folder, and the raw bytes of every file in the persist folder, for the
+user's id and for a word only they ever wrote. Another user's data is the positive control:
+the same scans find it, and it is all still there.
+"""
+
+from __future__ import annotations
+
+import io
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from llama_index.core.base.llms.types import ChatMessage
+from PIL import Image, ImageDraw
+
+from llama_index_memory_hierarchy.knowledge.base import KnowledgeBase
+from llama_index_memory_hierarchy.perception.files import FileStore
+from llama_index_memory_hierarchy.stores.graph import GRAPH_DB_NAME
+from llama_index_memory_hierarchy.types import MemoryType
+
+ERIN, ERIN_WORD = "erin-q7x", "zanzibarquux"
+BOB, BOB_WORD = "bob-k2m", "quokkafrost"
+
+
+def picture(seed: int) -> bytes:
+    image = Image.new("RGB", (96, 64), "white")
+    draw = ImageDraw.Draw(image)
+    for i in range(0, 96, 8 + seed):
+        draw.line((i, 0, 96 - i, 64), fill=(seed * 40 % 255, 80, 160), width=3)
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def populate(memory: Any, word: str, seed: int) -> None:
+    """Every kind of data a user can leave: turns, summary, facts, graph, perception and file, KB, marks, pins."""
+    name = word.capitalize()
+    manager = memory.manager
+    for i in range(6):
+        memory.put_messages(
+            [
+                ChatMessage(role="user", content=f"My cat {name} loves tuna, and I live in Utrecht ({i})."),
+                ChatMessage(role="assistant", content=f"{name} sounds lovely, noted ({i})."),
+            ]
+        )
+        memory.get()
+    pinned = manager.add_memory(f"My best friend is called {name} Smith.", "semantic", 0.9)
+    manager.pin(pinned)
+    manager.add_memory(f"Remind me to feed {name} at six.", "working", 0.8)
+    manager.add_memory(picture(seed), caption=f"A photo of {name} asleep on the sofa")
+    kb = KnowledgeBase(context=memory.context, namespace="notes", user_id=memory.user_id)
+    kb.add_text(f"# Vet notes\n\n{name} had a checkup; weight 4.2 kg.", doc_id="vet")
+    manager.consolidate()
+    manager.forget("importance_based", dry_run=True)
+    manager.export_session(format="json")
+
+
+def sqlite_cells(path: Path) -> list[tuple[str, Any]]:
+    """(table, value) of every cell of every table (virtual and shadow tables included)."""
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = [r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        cells = []
+        for table in tables:
+            for row in connection.execute(f'SELECT * FROM "{table}"'):  # table names come from sqlite_master
+                cells.extend((table, value) for value in row)
+        return cells
+    finally:
+        connection.close()
+
+
+def contains(value: Any, needle: str) -> bool:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return needle.encode() in bytes(value).lower()
+    return isinstance(value, str) and needle in value.casefold()
+
+
+def raw_hits(folder: Path, needle: str) -> list[str]:
+    """Files under ``folder`` whose raw bytes contain ``needle`` (any case)."""
+    hits = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != ".lock"):
+        if needle.encode() in path.read_bytes().lower():
+            hits.append(str(path.relative_to(folder)))
+    return hits
+
+
+def vector_payloads(index: Any) -> list[dict[str, Any]]:
+    """Every payload of an embedded index (a full scroll, not a filtered count)."""
+    import qdrant_edge as qe
+
+    payloads, offset = [], None
+    while True:
+        records, offset = index._shard.scroll(
+            qe.ScrollRequest(offset=offset, limit=256, with_payload=True, with_vector=False)
+        )
+        payloads.extend(dict(r.payload or {}) for r in records)
+        if offset is None or not records:
+            return payloads
+
+
+@pytest.fixture
+def two_users(memory_factory, persist_dir):
+    erin = memory_factory(user_id=ERIN, chat_history_token_limit=120)
+    bob = memory_factory(user_id=BOB, chat_history_token_limit=120)
+    populate(erin, ERIN_WORD, 1)
+    populate(bob, BOB_WORD, 2)
+    return erin, bob
+
+
+def spaces(persist_dir: Path) -> list[str]:
+    return sorted(p.name for p in (persist_dir / "vectors").iterdir() if p.is_dir())
+
+
+def test_forget_user_leaves_nothing_anywhere(two_users, persist_dir) -> None:
+    erin, bob = two_users
+    runtime = erin.context.runtime
+    # positive control before: both users are visible to every scan
+    cells = sqlite_cells(persist_dir / "memory.db")
+    for needle in (ERIN, ERIN_WORD, BOB, BOB_WORD):
+        assert any(contains(v, needle) for _, v in cells), needle
+    tables_with_erin = {t for t, v in cells if contains(v, ERIN)}
+    assert {"memories", "lifecycle_summaries", "lifecycle_consolidated", "lifecycle_events"} <= tables_with_erin
+    assert len(spaces(persist_dir)) >= 2  # the text space and at least the phash satellite space
+    assert FileStore(persist_dir).stored_files(ERIN)
+    bob_before = runtime.run(bob.context.records.count(BOB, namespace=None))
+
+    report = erin.manager.forget_user()
+
+    assert report.user_id == ERIN and report.total_rows > 0 and report.files == 1 and report.compacted
+    assert report.rows["memories"] > 0 and report.graph["nodes"] > 0 and report.live_memories == 1
+    assert sum(report.vectors.values()) > 0 and len(report.vectors) >= 2
+
+    # 1. every SQLite table, every column
+    cells = sqlite_cells(persist_dir / "memory.db")
+    leaks = sorted({t for t, v in cells if contains(v, ERIN) or contains(v, ERIN_WORD)})
+    assert leaks == []
+    assert any(contains(v, BOB_WORD) for _, v in cells)
+    graph_cells = sqlite_cells(persist_dir / GRAPH_DB_NAME)
+    assert not [t for t, v in graph_cells if contains(v, ERIN) or contains(v, ERIN_WORD)]
+    assert any(contains(v, BOB) for _, v in graph_cells)
+
+    # 2. every vector index: count by user and a full scan of payloads
+    for space in spaces(persist_dir):
+        index = runtime.run(_open(erin, space))
+        assert runtime.run(index.count(ERIN)) == 0, space
+        payloads = vector_payloads(index)
+        assert not [p for p in payloads if p.get("user_id") == ERIN], space
+    assert any(p.get("user_id") == BOB for p in vector_payloads(runtime.run(_open(erin, spaces(persist_dir)[0]))))
+
+    # 3. the graph store and 4. the files folder
+    from llama_index_memory_hierarchy.stores.graph import SQLitePropertyGraphStore
+
+    graph = SQLitePropertyGraphStore.from_persist_dir(persist_dir)
+    try:
+        assert graph.count(ERIN) == {"nodes": 0, "relations": 0}
+        assert graph.count(BOB)["nodes"] > 0
+    finally:
+        graph.close()
+    assert FileStore(persist_dir).stored_files(ERIN) == []
+    assert not (persist_dir / "files" / ERIN).exists()
+
+    # 5. the raw bytes of every file in the persist folder (free pages, WAL, segments)
+    assert raw_hits(persist_dir, ERIN_WORD) == []
+    assert [h for h in raw_hits(persist_dir, ERIN) if not h.startswith("vectors/")] == []
+    assert raw_hits(persist_dir, BOB_WORD)
+
+    # the live memory forgot too, and the other user has everything
+    assert erin.get_all() == [] and erin.working.get_stats()["count"] == 0
+    assert erin.manager.retrieve_memories(f"{ERIN_WORD} tuna", limit=5) == []
+    assert erin.manager.session_summary() is None
+    assert runtime.run(bob.context.records.count(BOB, namespace=None)) == bob_before
+    assert BOB_WORD in bob.manager.retrieve_memories(f"{BOB_WORD} tuna", limit=3)[0].content.casefold()
+    assert bob.manager.get_profile().preferences or bob.manager.get_profile().facts
+
+    # qdrant-edge keeps deleted ids in its WAL and payload-index pages until a segment is rewritten:
+    # the offline rebuild of the derived indexes (``lmh reindex``) leaves no byte of the user anywhere
+    from llama_index_memory_hierarchy.maintenance import rebuild_indexes
+
+    erin.close()
+    bob.close()
+    rebuild_indexes(persist_dir)
+    assert raw_hits(persist_dir, ERIN) == []
+    assert raw_hits(persist_dir / "vectors", BOB)
+
+
+async def _open(memory: Any, space: str) -> Any:
+    import json
+
+    dim = json.loads((Path(memory.context.persist_dir) / "vectors" / space / "edge_config.json").read_text())
+    return await memory.context.avector_index(space, int(dim["vectors"][""]["size"]))
+
+
+def test_forget_user_by_id_from_another_users_manager(two_users) -> None:
+    erin, bob = two_users
+    report = bob.manager.forget_user(ERIN, compact=False)
+    assert report.rows["memories"] > 0 and not report.compacted
+    runtime = bob.context.runtime
+    assert runtime.run(bob.context.records.count(ERIN, namespace=None)) == 0
+    assert erin.working.get_stats()["count"] == 0  # erin's open memory in this process was reset
+    assert bob.manager.retrieve_memories("tuna", limit=3)
+    assert bob.manager.forget_user("nobody-here").total_rows == 0
+
+
+def test_semantic_state_is_reloaded_after_erasure(two_users) -> None:
+    erin, _ = two_users
+    assert erin.semantic.get_facts("User")
+    erin.manager.forget_user()
+    assert erin.semantic.get_facts("User") == []
+    assert erin.semantic.get_stats()["facts"] == 0
+    erin.manager.add_memory("I live in Oslo.", "semantic")
+    assert [f.content for f in erin.semantic.get_facts("User")] == ["User lives in Oslo"]
+    assert MemoryType.SEMANTIC in {i.memory_type for i in erin.manager.retrieve_memories("Oslo", limit=3)}

@@ -1,0 +1,71 @@
+"""The user profile: preferences and facts from semantic memory, a compact block in get()'s system
+message and a LlamaIndex memory block."""
+
+from __future__ import annotations
+
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.memory import Memory
+
+from llama_index_memory_hierarchy.lifecycle.profile import PROFILE_HEADER
+from llama_index_memory_hierarchy.text import count_tokens
+
+
+def test_profile_from_consolidated_turns_and_statements(memory_factory) -> None:
+    memory = memory_factory()
+    memory.put_messages(
+        [
+            ChatMessage(role="user", content="I prefer window seats on long flights."),
+            ChatMessage(role="assistant", content="Noted: window seats."),
+            ChatMessage(role="user", content="I work at Acme Corp as a data engineer."),
+            ChatMessage(role="user", content="Yesterday I met Tom at the cinema."),
+        ]
+    )
+    memory.manager.consolidate()
+    memory.manager.add_memory("I'm vegetarian.", "semantic", 0.8)
+    memory.semantic.add_fact("User", "lives_in", "Utrecht", importance=0.7)
+    profile = memory.manager.get_profile()
+    preferences = {e.text for e in profile.preferences}
+    facts = {e.text for e in profile.facts}
+    assert "I prefer window seats on long flights." in preferences
+    assert "I'm vegetarian." in preferences
+    assert "I work at Acme Corp as a data engineer." in facts  # the user's own sentence, not the triplet
+    assert "lives in Utrecht" in facts
+    assert not any("Tom" in text for text in preferences | facts)  # an event, not a trait
+    work = next(e for e in profile.facts if e.text.startswith("I work at"))
+    assert work.source_ids and work.since is not None
+
+    text = profile.text(60)
+    assert text.startswith(PROFILE_HEADER) and count_tokens(text) <= 60
+    assert len(profile.text(1000).splitlines()) == 1 + len(profile.preferences) + len(profile.facts)
+    assert profile.text(5) == ""
+
+
+def test_empty_profile(memory_factory) -> None:
+    memory = memory_factory()
+    assert memory.manager.get_profile().empty
+    memory.put(ChatMessage(role="user", content="hello there"))
+    assert PROFILE_HEADER not in (memory.get()[0].content if memory.get()[0].role == MessageRole.SYSTEM else "")
+
+
+def test_profile_is_a_section_of_the_memory_message(memory_factory) -> None:
+    first = memory_factory(session_id="monday")
+    first.put(ChatMessage(role="user", content="I'm allergic to shellfish."))
+    first.manager.end_session()
+    memory = memory_factory(session_id="tuesday", memory_context_token_limit=200)
+    memory.put(ChatMessage(role="user", content="Can you suggest a dinner recipe?"))
+    system = memory.get()[0]
+    assert system.role == MessageRole.SYSTEM
+    assert system.content.startswith(PROFILE_HEADER) and "I'm allergic to shellfish." in system.content
+    assert count_tokens(system.content) <= 200
+    memory.manager.add_memory("I love spicy food.", "semantic", 0.8)  # the profile follows new facts
+    assert "I love spicy food." in memory.get()[0].content
+
+
+async def test_profile_memory_block(memory_factory) -> None:
+    memory = memory_factory()
+    memory.manager.add_memory("I prefer concise answers.", "semantic", 0.9)
+    block = memory.manager.profile_block(max_tokens=80)
+    chat = Memory.from_defaults(session_id="chat", token_limit=2000, memory_blocks=[block])
+    await chat.aput(ChatMessage(role="user", content="Explain recursion."))
+    messages = await chat.aget()
+    assert "I prefer concise answers." in messages[0].content
