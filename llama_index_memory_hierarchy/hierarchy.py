@@ -97,6 +97,7 @@ class HierarchicalMemory(BaseMemory):
     _context_cache: tuple[tuple[Any, ...], ChatMessage | None] | None = PrivateAttr(default=None)
     _version: int = PrivateAttr(default=0)
     _closed: bool = PrivateAttr(default=False)
+    _manager: Any = PrivateAttr(default=None)
 
     @classmethod
     def class_name(cls) -> str:
@@ -115,6 +116,7 @@ class HierarchicalMemory(BaseMemory):
         graph_store: Any = None,
         perception_encoders: Sequence[Any] = (),
         vector_store: Any = None,
+        lifecycle: Any = None,
         **config_overrides: Any,
     ) -> HierarchicalMemory:
         """Open (or create) the memory of ``user_id`` in ``persist_dir``, offline by default.
@@ -126,7 +128,9 @@ class HierarchicalMemory(BaseMemory):
         a CLIP ``MultiModalEmbedding``; ``vector_store`` any LlamaIndex ``BasePydanticVectorStore``
         (for the text space) or a factory ``(space, dim) -> store`` (for every space). The
         settings pick the backends too (``record_store_url``, ``vector_store_url``/``qdrant_url``,
-        ``graph_store_url``): see ``docs/deployment.md``.
+        ``graph_store_url``): see ``docs/deployment.md``. ``lifecycle`` takes a
+        :class:`~llama_index_memory_hierarchy.lifecycle.settings.LifecycleSettings` (consolidation,
+        compression, profile, forgetting) for :attr:`manager`.
         """
         overrides = {"user_id": user_id, "session_id": session_id, "persist_dir": persist_dir, **config_overrides}
         if config is None:
@@ -142,10 +146,12 @@ class HierarchicalMemory(BaseMemory):
             "semantic": {"llm": llm, "graph_store": graph_store},
             "perceptual": {"llm": llm, "encoders": tuple(perception_encoders)},
         }
-        memory._attach(context)
+        memory._attach(context, lifecycle)
         return memory
 
-    def _attach(self, context: StoreContext) -> None:
+    def _attach(self, context: StoreContext, lifecycle: Any = None) -> None:
+        from llama_index_memory_hierarchy.lifecycle.manager import MemoryManager
+
         self._context = context
         self._episodic = EpisodicMemory(user_id=self.user_id, session_id=self.session_id, context=context)
         self._working = WorkingMemory(
@@ -154,7 +160,19 @@ class HierarchicalMemory(BaseMemory):
             runtime=context.runtime,
             config=self.config,
             embeddings=context.embeddings,
+            on_evict=self._aon_evict,
         )
+        self._manager = MemoryManager(self, llm=self._llm, settings=lifecycle)
+
+    async def _aon_evict(self, items: list[MemoryItem]) -> None:
+        """Working memory evicted ``items``: the ones that matter and are not durable yet move to episodic."""
+        await self._manager.consolidator.aon_evict(items)
+
+    @property
+    def manager(self) -> Any:
+        """The :class:`~llama_index_memory_hierarchy.lifecycle.manager.MemoryManager` of this memory:
+        routing, cross-tier retrieval, consolidation, forgetting, erasure, export and import."""
+        return self._manager
 
     # ------------------------------------------------------------------ tiers
     @property
@@ -289,6 +307,7 @@ class HierarchicalMemory(BaseMemory):
             if memory_id not in known:
                 history.append((memory_id, message, count_tokens(message_text(message))))
         self._version += 1
+        await self._manager.aafter_put(len(messages))
         return ids
 
     async def _aset(self, messages: list[ChatMessage]) -> None:
@@ -300,6 +319,7 @@ class HierarchicalMemory(BaseMemory):
         self._history_floor = utcnow()
         self._context_cache = None
         await self._working.aclear()
+        await self._manager.compressor.areset(self.session_id)
 
     # ------------------------------------------------------------------ BaseMemory: reads
     async def _ahistory(self) -> list[tuple[str, ChatMessage, int]]:
@@ -335,10 +355,13 @@ class HierarchicalMemory(BaseMemory):
 
     async def _aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
         history = await self._ahistory()
+        compressor = self._manager.compressor  # older turns beyond the budget fold into a running summary
+        pending, summary = await compressor.acompress(history, self.config.chat_history_token_limit, self.session_id)
+        budget = self.config.chat_history_token_limit - compressor.cost(summary)
         window: list[tuple[str, ChatMessage, int]] = []
         used = 0
-        for entry in reversed(history):
-            if used + entry[2] > self.config.chat_history_token_limit and window:
+        for entry in reversed(pending):
+            if used + entry[2] > budget and window:
                 break
             window.append(entry)
             used += entry[2]
@@ -351,6 +374,9 @@ class HierarchicalMemory(BaseMemory):
         memory_message = (
             await self._amemory_message(query, {memory_id for memory_id, _, _ in window}) if query else None
         )
+        if summary:
+            sections = [compressor.section(summary), *([memory_message.content] if memory_message else [])]
+            memory_message = ChatMessage(role=MessageRole.SYSTEM, content="\n\n".join(sections))
         messages = [message for _, message, _ in window]
         return [memory_message, *messages] if memory_message is not None else messages
 
@@ -367,19 +393,25 @@ class HierarchicalMemory(BaseMemory):
         items = [item for item in items if item.id not in exclude][:limit]
         important = [i for i in self._working.get_important(limit) if i.id not in exclude and i.importance >= 0.7]
         lines: list[str] = []
-        budget = self.config.memory_context_token_limit - count_tokens(MEMORY_HEADER)
+        profile = await self._manager.aprofile_text(
+            min(self._manager.settings.profile_token_limit, self.config.memory_context_token_limit // 2)
+        )
+        budget = self.config.memory_context_token_limit - count_tokens(MEMORY_HEADER) - 1
+        if profile:
+            budget -= count_tokens(profile) + 2
         seen: set[str] = set()
         for item in [*important, *items]:
             if item.id in seen:
                 continue
             seen.add(item.id)
             line = format_memory(item)
-            cost = count_tokens(line)
+            cost = count_tokens(line) + 1  # the line and its newline
             if cost > budget:
                 break
             lines.append(line)
             budget -= cost
-        message = ChatMessage(role=MessageRole.SYSTEM, content="\n".join([MEMORY_HEADER, *lines])) if lines else None
+        sections = [*([profile] if profile else []), *(["\n".join([MEMORY_HEADER, *lines])] if lines else [])]
+        message = ChatMessage(role=MessageRole.SYSTEM, content="\n\n".join(sections)) if sections else None
         self._context_cache = (key, message)
         return message
 
