@@ -168,6 +168,14 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+def sample_questions(qa: Sequence[QA], limit: int | None) -> list[QA]:
+    """All questions, or ``limit`` of them spread evenly over the list (so every category shows up)."""
+    if limit is None or limit >= len(qa):
+        return list(qa)
+    step = len(qa) / limit
+    return [qa[int(i * step)] for i in range(limit)]
+
+
 def run_system(
     system: Retriever,
     conversations: Sequence[Conversation],
@@ -185,7 +193,7 @@ def run_system(
         system.index(conv.turns)
         index_seconds += time.perf_counter() - start
         turns_indexed += len(conv.turns)
-        qa_items = conv.qa if questions_per_conversation is None else conv.qa[:questions_per_conversation]
+        qa_items = sample_questions(conv.qa, questions_per_conversation)
         for qa in qa_items:
             start = time.perf_counter()
             ranked = system.search(qa.question, depth)
@@ -293,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo JSON (default: %(default)s)")
     parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
-    parser.add_argument("--questions", type=int, default=None, help="only the first N questions per conversation")
+    parser.add_argument("--questions", type=int, default=None, help="only N questions per conversation, evenly spread")
     parser.add_argument("--k", default="5,10", help="cut-offs, comma-separated (default: %(default)s)")
     parser.add_argument("--systems", default=",".join(ALL_SYSTEMS), help="comma-separated: %(default)s")
     parser.add_argument("--ablation", action="store_true", help="also run the pipeline ablation (ladder + variants)")
