@@ -296,11 +296,11 @@ class HierarchicalMemory(BaseMemory):
                     metadata=metadata,
                 )
             )
-        vectors = await self._context.embeddings.aembed_texts([item.content for item in items])
-        ids = await self._episodic.aadd_items(items, embeddings=list(vectors), dedupe=dedupe)
-        for item, vector in zip(items, vectors, strict=True):
-            if item.metadata["role"] in ("user", "assistant"):
-                await self._working.aadd(item, embedding=vector)
+        records = await self._episodic.abuild_records(items)
+        ids = await self._context.awrite(records, dedupe=dedupe)
+        for record in records:
+            if record.item.metadata["role"] in ("user", "assistant"):
+                await self._working.aadd(record.item, embedding=record.embedding)
         history = await self._ahistory()
         known = {memory_id for memory_id, _, _ in history}
         for memory_id, message in zip(ids, messages, strict=True):

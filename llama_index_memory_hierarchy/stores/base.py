@@ -34,6 +34,7 @@ class Record:
     namespace: str = MEMORY_NAMESPACE
     embedding: np.ndarray | None = None  # float32, shape (dim,)
     space: str | None = None  # vector space (embedding model + dim) the embedding belongs to
+    keyword: str | None = None  # text to keyword-index instead of the content (e.g. with context)
 
 
 @dataclass

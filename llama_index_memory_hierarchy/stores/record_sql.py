@@ -58,7 +58,7 @@ from llama_index_memory_hierarchy.stores.schema import (
     schema_info,
     user_scoped_tables,
 )
-from llama_index_memory_hierarchy.text import keyword_scope, keyword_text, keyword_tokens
+from llama_index_memory_hierarchy.text import index_terms, keyword_scope, keyword_text
 from llama_index_memory_hierarchy.types import (
     MemoryFilter,
     MemoryItem,
@@ -709,7 +709,7 @@ class SQLRecordStore(RecordStore):
             if not isinstance(record, Record) or not isinstance(record.item, MemoryItem):
                 raise MemoryValidationError(f"records[{index}]", "must be a Record holding a MemoryItem")
             validate_identifier(record.namespace, "namespace")
-        contents = [record.item.content for record in records]
+        contents = [record.keyword or record.item.content for record in records]
         if sum(len(text) for text in contents) > _OFFLOAD_CHARS:
             keywords = await asyncio.to_thread(lambda: [keyword_text(text) for text in contents])
         else:
@@ -1044,7 +1044,7 @@ class SQLRecordStore(RecordStore):
         if not isinstance(text, str):
             raise MemoryValidationError("query", f"must be a string, got {type(text).__name__}")
         limit = _count(limit, "limit", 0)
-        tokens = list(dict.fromkeys(keyword_tokens(text)))[:MAX_QUERY_TOKENS]
+        tokens = list(dict.fromkeys(index_terms(text)))[:MAX_QUERY_TOKENS]
         if not tokens or limit == 0:
             return []
         statement = self._strategy.keyword_select(tokens, clauses, limit, keyword_scope(user_id, namespace))

@@ -17,8 +17,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
-from llama_index_memory_hierarchy.retrieval.fusion import reciprocal_rank_fusion, score_items
-from llama_index_memory_hierarchy.retrieval.pipeline import keyword_terms
+from llama_index_memory_hierarchy.retrieval.fusion import score_items
+from llama_index_memory_hierarchy.retrieval.pipeline import (
+    DEFAULT_RECIPE,
+    Candidate,
+    format_turn,
+    keyword_document,
+    keyword_terms,
+    rank_candidates,
+)
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, Record
 from llama_index_memory_hierarchy.text import keyword_tokens
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
@@ -35,6 +42,15 @@ from llama_index_memory_hierarchy.types import (
 
 if TYPE_CHECKING:
     from llama_index_memory_hierarchy.stores.context import StoreContext
+
+#: Previous turns of the same session indexed with each turn's keyword text.
+_CONTEXT_TURNS = DEFAULT_RECIPE.context_before
+
+
+def speaker_of(item: MemoryItem) -> str | None:
+    """Who said it: ``speaker`` metadata, else the chat role."""
+    speaker = item.metadata.get("speaker") or item.metadata.get("role")
+    return speaker if isinstance(speaker, str) else None
 
 
 class StoredTier(MemoryTier):
@@ -72,14 +88,48 @@ class StoredTier(MemoryTier):
         self, items: Sequence[MemoryItem], *, embeddings: Sequence[np.ndarray] | None = None, dedupe: bool = False
     ) -> list[str]:
         """Store validated items (one transaction); reuse ``embeddings`` when the caller has them."""
+        return await self.context.awrite(await self.abuild_records(items, embeddings=embeddings), dedupe=dedupe)
+
+    async def abuild_records(
+        self, items: Sequence[MemoryItem], *, embeddings: Sequence[np.ndarray] | None = None
+    ) -> list[Record]:
+        """Records ready to write: embedded, with their keyword-index text.
+
+        Episodic turns are indexed the way ``docs/benchmarks.md`` measured best: the dense
+        vector embeds ``"speaker: text"``; the keyword text adds the date and the two
+        previous turns of the same session (pronouns and follow-ups find their topic).
+        """
         if not items:
             return []
-        space = await self.context.aspace() if embeddings is not None else None
-        records = [
-            Record(item=item, embedding=None if embeddings is None else embeddings[i], space=space)
-            for i, item in enumerate(items)
-        ]
-        return await self.context.awrite(records, dedupe=dedupe)
+        if self.memory_type is not MemoryType.EPISODIC:
+            space = await self.context.aspace() if embeddings is not None else None
+            return [
+                Record(item=item, embedding=None if embeddings is None else embeddings[i], space=space)
+                for i, item in enumerate(items)
+            ]
+        turns = [format_turn(item.content, speaker_of(item)) for item in items]
+        if embeddings is None:
+            embeddings = list(await self.context.embeddings.aembed_texts(turns))
+        space = await self.context.aspace()
+        history = await self._arecent_turns({item.session_id for item in items if item.session_id})
+        records = []
+        for item, turn, vector in zip(items, turns, embeddings, strict=True):
+            before = history.setdefault(item.session_id, []) if item.session_id else []
+            document = keyword_document(
+                item.content, speaker=speaker_of(item), when=item.timestamp, previous=before[-_CONTEXT_TURNS:]
+            )
+            records.append(Record(item=item, embedding=vector, space=space, keyword=document))
+            if item.session_id:
+                before.append(turn)
+        return records
+
+    async def _arecent_turns(self, sessions: set[str | None]) -> dict[str | None, list[str]]:
+        """The latest turns of each session already stored, oldest first, formatted."""
+        recent: dict[str | None, list[str]] = {}
+        for session in sessions:
+            items = await self.aquery(order_by="-timestamp", limit=_CONTEXT_TURNS, session_id=session)
+            recent[session] = [format_turn(i.content, speaker_of(i)) for i in reversed(items)]
+        return recent
 
     async def aupdate(
         self,
@@ -166,11 +216,9 @@ class StoredTier(MemoryTier):
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise MemoryValidationError("limit", f"must be a positive integer, got {limit!r}")
         flt = MemoryFilter.from_kwargs(**filters)
-        relevance = await self.arank(query, flt, limit)
-        records = await self.context.records.get(self.user_id, list(relevance))
-        items = [r.item for r in records if r.item.memory_type == self.memory_type and matches(r.item, flt)]
+        relevance, found = await self._arank_records(query, flt, limit)
         ranked = score_items(
-            items,
+            [record.item for record in found.values()],
             relevance,
             now=utcnow(),
             relevance_weight=self.config.relevance_weight,
@@ -183,8 +231,20 @@ class StoredTier(MemoryTier):
         return ranked
 
     async def arank(self, query: str, flt: MemoryFilter, limit: int) -> dict[str, float]:
-        """Fused relevance of candidate ids: dense and keyword rankings, by reciprocal rank."""
-        candidates = max(limit * self.config.candidate_multiplier, 20)
+        """Relevance of candidate ids for ``query`` (see :meth:`_arank_records`)."""
+        return (await self._arank_records(query, flt, limit))[0]
+
+    async def _arank_records(
+        self, query: str, flt: MemoryFilter, limit: int
+    ) -> tuple[dict[str, float], dict[str, Record]]:
+        """Hybrid relevance and the candidate records, filtered.
+
+        Dense and keyword candidates are pooled; every candidate gets its exact cosine from
+        its stored vector (so none loses a signal for missing one index's cut), scores are
+        fused after normalisation, then boosted by the query's named people and times
+        (``retrieval.pipeline.rank_candidates``).
+        """
+        candidates = max(limit * self.config.candidate_multiplier, DEFAULT_RECIPE.candidates)
         vector = await self.context.embeddings.aembed_query(query)
         dense, keyword = await asyncio.gather(
             self.context.adense_search(
@@ -198,8 +258,21 @@ class StoredTier(MemoryTier):
                 limit=candidates,
             ),
         )
-        fused = reciprocal_rank_fusion([[i for i, _ in dense], [i for i, _ in keyword]], k=self.config.rrf_k)
-        return dict(sorted(fused.items(), key=lambda kv: kv[1], reverse=True)[:candidates])
+        pool = list(dict.fromkeys([i for i, _ in dense] + [i for i, _ in keyword]))
+        records = await self.context.records.get(self.user_id, pool, with_embeddings=True)
+        found = {r.item.id: r for r in records if r.item.memory_type == self.memory_type and matches(r.item, flt)}
+        cosine = dict(dense)
+        for memory_id, record in found.items():
+            if memory_id not in cosine and record.embedding is not None and record.embedding.shape == vector.shape:
+                cosine[memory_id] = float(np.dot(vector, record.embedding))
+        ranked = rank_candidates(
+            query,
+            {i: s for i, s in keyword if i in found},
+            {i: s for i, s in cosine.items() if i in found},
+            {i: Candidate(i, r.item.content, speaker_of(r.item), r.item.timestamp) for i, r in found.items()},
+            now=utcnow(),
+        )
+        return dict(ranked), found
 
     async def aquery(
         self,
