@@ -43,10 +43,33 @@ def configured_llm(llm: Any = None, *, allow_local: bool = False) -> Any:
     return _resolved[key]
 
 
-async def acomplete(llm: Any, prompt: str) -> str:
-    """The text of one completion (``acomplete``; chat models answer through LlamaIndex's adapter)."""
-    response = await llm.acomplete(prompt)
+async def acomplete(llm: Any, prompt: str, *, schema: dict[str, Any] | None = None) -> str:
+    """The text of one completion (``acomplete``; chat models answer through LlamaIndex's adapter).
+
+    ``schema``: the JSON schema of the expected reply, passed to LLMs that can constrain their
+    output to it (the bundled local model), so that even a small model returns valid JSON.
+    """
+    kwargs: dict[str, Any] = {}
+    if schema is not None and _constrains_json(llm):
+        kwargs["json_schema"] = schema
+    response = await llm.acomplete(prompt, **kwargs)
     return str(getattr(response, "text", response) or "")
+
+
+def _constrains_json(llm: Any) -> bool:
+    try:
+        from llama_index_memory_hierarchy.llms.local import LocalLLM  # light: loads no library or model
+    except ImportError:  # pragma: no cover - partial installs
+        return False
+    return isinstance(llm, LocalLLM)
+
+
+def object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    """A JSON object schema (helper for the reply schemas of the lifecycle's prompts)."""
+    return {"type": "object", "properties": properties, "required": required}
+
+
+SOURCES = {"type": "array", "items": {"type": "integer"}}
 
 
 def parse_json(text: str) -> Any:

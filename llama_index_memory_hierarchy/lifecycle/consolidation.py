@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
-from llama_index_memory_hierarchy.lifecycle._llm import LLMReplyError, acomplete, parse_json
+from llama_index_memory_hierarchy.lifecycle._llm import SOURCES, LLMReplyError, acomplete, object_schema, parse_json
 from llama_index_memory_hierarchy.lifecycle.compression import extractive_summary
 from llama_index_memory_hierarchy.lifecycle.reflection import ReflectionReport
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
@@ -59,6 +59,17 @@ DISTILL_PROMPT = (
     'people, places, plans and commitments. Use "User" for the user. Cite in "sources" the numbers of the '
     "events each fact comes from. At most {max_facts} facts; none when nothing durable was said."
 )
+
+
+_FACT_SCHEMA = object_schema(
+    {k: {"type": "string"} for k in ("subject", "predicate", "object")} | {"sources": SOURCES},
+    ["subject", "predicate", "object", "sources"],
+)
+DISTILL_SCHEMA = object_schema(
+    {"summary": {"type": "string"}, "facts": {"type": "array", "items": _FACT_SCHEMA}}, ["summary", "facts"]
+)
+#: Words of the prompt's own template: a reply that echoes them is not a summary.
+_TEMPLATE_ECHO = ("2-4 sentences", "what happened and what matters")
 
 
 class ConsolidationReport(BaseModel):
@@ -282,7 +293,7 @@ class Consolidator:
                 f"[{number}] {event.timestamp:%Y-%m-%d %H:%M} {role}: {' '.join(event.content.split())[:1500]}"
             )
         prompt = DISTILL_PROMPT.format(events="\n".join(lines), max_facts=max(5, len(batch)))
-        data = parse_json(await acomplete(llm, prompt))
+        data = parse_json(await acomplete(llm, prompt, schema=DISTILL_SCHEMA))
         if not isinstance(data, dict):
             raise LLMReplyError("expected a JSON object with 'summary' and 'facts'")
         raw_facts = data.get("facts") or []
@@ -317,7 +328,9 @@ class Consolidator:
             )
         results = await self._aadd_facts(inputs)
         summary = data.get("summary")
-        return results, " ".join(summary.split()) if isinstance(summary, str) and summary.strip() else None
+        if not isinstance(summary, str) or not summary.strip() or any(echo in summary for echo in _TEMPLATE_ECHO):
+            return results, None
+        return results, " ".join(summary.split())
 
     async def _aadd_facts(self, inputs: Sequence[tuple[str, Any]]) -> dict[str, list[str]]:
         """Add facts in one batch (one by one when one of them is invalid); ``{event id: fact ids}``."""

@@ -19,7 +19,7 @@ import math
 import re
 from typing import Any
 
-from llama_index_memory_hierarchy.lifecycle._llm import LLMReplyError, acomplete, parse_rating
+from llama_index_memory_hierarchy.lifecycle._llm import LLMReplyError, acomplete, object_schema, parse_rating
 from llama_index_memory_hierarchy.types import MemoryItem
 
 logger = logging.getLogger(__name__)
@@ -33,6 +33,7 @@ IMPORTANCE_PROMPT = (
     "Rating:"
 )
 
+RATING_SCHEMA = object_schema({"rating": {"type": "integer", "minimum": 1, "maximum": 10}}, ["rating"])
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 _FIRST_PERSON_FACT = re.compile(
     r"\b(i am|i'm|i was|i have|i've|i had|i work|i worked|i live|i lived|i moved|i was born|i study|i studied|"
@@ -163,7 +164,7 @@ def _named_entities(text: str) -> int:
 
 async def arate_importance(llm: Any, text: str) -> float:
     """The LLM's 1-10 poignancy rating of ``text``, normalised to [0, 1]; raises :class:`LLMReplyError`."""
-    reply = await acomplete(llm, IMPORTANCE_PROMPT.format(memory=text[:4000]))
+    reply = await acomplete(llm, IMPORTANCE_PROMPT.format(memory=text[:4000]), schema=RATING_SCHEMA)
     rating = parse_rating(reply)
     return round((rating - 1) / 9, 4)
 

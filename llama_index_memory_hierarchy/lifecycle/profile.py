@@ -190,7 +190,7 @@ def _best_source(items: list[MemoryItem]) -> MemoryItem | None:
     """The user's own short first-person sentence a fact came from, if any."""
     for item in sorted(items, key=lambda i: i.timestamp):
         role = item.metadata.get("role")
-        if role not in (None, "user"):
+        if role not in (None, "user") or item.metadata.get("origin"):  # not the user's words (an insight)
             continue
         if len(item.content.split()) <= _MAX_SOURCE_WORDS and _FIRST_PERSON.search(item.content):
             return item

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from llama_index_memory_hierarchy.lifecycle._llm import LLMReplyError, acomplete, parse_json
+from llama_index_memory_hierarchy.lifecycle._llm import SOURCES, LLMReplyError, acomplete, object_schema, parse_json
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
 
 if TYPE_CHECKING:
@@ -120,7 +120,16 @@ class Reflector:
         statements = "\n".join(
             f"{number}. {' '.join(e.content.split())[:600]}" for number, e in enumerate(events, start=1)
         )
-        data = parse_json(await acomplete(llm, REFLECTION_PROMPT.format(statements=statements, n=n)))
+        schema = object_schema(
+            {
+                "insights": {
+                    "type": "array",
+                    "items": object_schema({"insight": {"type": "string"}, "sources": SOURCES}, ["insight", "sources"]),
+                }
+            },
+            ["insights"],
+        )
+        data = parse_json(await acomplete(llm, REFLECTION_PROMPT.format(statements=statements, n=n), schema=schema))
         raw = data.get("insights") if isinstance(data, dict) else data
         if not isinstance(raw, list):
             raise LLMReplyError("expected a list of insights")

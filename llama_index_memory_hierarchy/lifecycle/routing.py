@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from llama_index_memory_hierarchy.lifecycle._llm import LLMReplyError, acomplete, parse_json
+from llama_index_memory_hierarchy.lifecycle._llm import LLMReplyError, acomplete, object_schema, parse_json
 from llama_index_memory_hierarchy.types import MemoryType
 
 logger = logging.getLogger(__name__)
@@ -152,7 +152,10 @@ def _is_file(text: str) -> bool:
 
 async def allm_route(llm: Any, text: str) -> RoutingDecision:
     """The LLM's choice of tier for ``text``; raises :class:`LLMReplyError` on an unusable answer."""
-    reply = await acomplete(llm, ROUTING_PROMPT.format(content=text[:4000]))
+    schema = object_schema(
+        {"memory_type": {"enum": [t.value for t in MemoryType]}, "reason": {"type": "string"}}, ["memory_type"]
+    )
+    reply = await acomplete(llm, ROUTING_PROMPT.format(content=text[:4000]), schema=schema)
     data = parse_json(reply)
     if not isinstance(data, dict):
         raise LLMReplyError(f"expected a JSON object, got {reply[:200]!r}")

@@ -3,8 +3,9 @@
 Defaults suit a conversational agent: consolidation and reflection run on demand or when a
 session ends, the running summary of a long conversation is bounded, and an LLM is used only
 when one is configured (``llm=`` or ``Settings.llm``). The bundled local model is used for the
-background tasks (consolidation, reflection, summaries) only with ``use_local_llm=True``: it is
-small, and the offline paths are deterministic and fast.
+background tasks (consolidation, reflection, summaries) only with ``use_local_llm=True``: at
+135M parameters it returns valid JSON (its output is schema-constrained) but its facts are
+sparse and its summaries can be wrong, while the offline paths are deterministic and fast.
 """
 
 from __future__ import annotations

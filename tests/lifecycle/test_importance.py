@@ -79,3 +79,23 @@ def test_manager_estimate_uses_the_llm_only_when_configured(memory_factory) -> N
     online = memory_factory(user_id="u2", llm=llm)
     assert online.manager.estimate_importance("I'm allergic to peanuts.") == 1.0
     assert len(llm.prompts_with(IMPORTANCE)) == 1
+
+
+async def test_a_local_model_gets_the_reply_schema_and_is_off_by_default(memory_factory) -> None:
+    from llama_index.core.base.llms.types import CompletionResponse
+
+    from llama_index_memory_hierarchy.lifecycle.importance import RATING_SCHEMA
+    from llama_index_memory_hierarchy.llms.local import LocalLLM
+
+    class RecordingLocal(LocalLLM):  # never loads a model: records what the lifecycle asks for
+        async def acomplete(self, prompt: str, formatted: bool = False, **kwargs):
+            self.generate_kwargs = dict(kwargs)
+            return CompletionResponse(text='{"rating": 4}')
+
+    local = RecordingLocal(model_path="/nonexistent.gguf")
+    assert await aestimate_importance("I adopted a puppy.", llm=local) == (pytest.approx(3 / 9, abs=1e-4), "llm")
+    assert local.generate_kwargs == {"json_schema": RATING_SCHEMA}
+    assert (await aestimate_importance("x y z", llm=ScriptedLLM(rules=[(IMPORTANCE, "4")])))[1] == "llm"
+
+    memory = memory_factory()  # no llm=, no Settings.llm: the bundled model is not used by default
+    assert memory.manager.llm() is None and memory.manager.background_llm() is None
