@@ -3,8 +3,6 @@ written independently of the package's own verifier (the tests must not trust th
 
 from __future__ import annotations
 
-import functools
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,22 +15,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 @pytest.fixture(scope="session")
 def minilm() -> Any:
     """The bundled all-MiniLM-L6-v2, loaded once for the session (contexts are keyed by the instance)."""
-    from llama_index_memory_hierarchy.embeddings import load_default_model
+    from store_checks import minilm as shared
 
-    return load_default_model()
-
-
-@functools.cache
-def hashing() -> Any:
-    """One lightweight hashing embedding per session (same vector space as ``embed_model="hashing"``):
-    contexts are keyed by the model instance, so sharing it shares the stores and the fitted vectorizer."""
-    from llama_index_memory_hierarchy.embeddings import HashingEmbedding
-
-    return HashingEmbedding()
-
-
-def clone_folder(source: Path, target: Path) -> Path:
-    """Copy a persist folder keeping its sparse files sparse (qdrant-edge preallocates 32 MB maps)."""
-    subprocess.run(["cp", "-a", "--sparse=always", str(source), str(target)], check=True)
-    (target / ".lock").unlink(missing_ok=True)
-    return target
+    return shared()

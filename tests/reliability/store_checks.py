@@ -6,8 +6,10 @@ code cannot hide a bug elsewhere.
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,3 +83,27 @@ def assert_indexes_agree(state: StoreState, points: dict[str, set[str]]) -> None
     assert state.fts_rows == len(state.rows), f"FTS has {state.fts_rows} rows for {len(state.rows)} records"
     assert state.fts_integrity == "ok", state.fts_integrity
     assert state.outbox == 0, f"{state.outbox} outbox entries left after open"
+
+
+@functools.cache
+def hashing() -> Any:
+    """One lightweight hashing embedding per session (same vector space as ``embed_model="hashing"``):
+    contexts are keyed by the model instance, so sharing it shares the stores and the fitted vectorizer."""
+    from llama_index_memory_hierarchy.embeddings import HashingEmbedding
+
+    return HashingEmbedding()
+
+
+def clone_folder(source: Path, target: Path) -> Path:
+    """Copy a persist folder keeping its sparse files sparse (qdrant-edge preallocates 32 MB maps)."""
+    subprocess.run(["cp", "-a", "--sparse=always", str(source), str(target)], check=True)
+    (target / ".lock").unlink(missing_ok=True)
+    return target
+
+
+@functools.cache
+def minilm() -> Any:
+    """The bundled all-MiniLM-L6-v2, loaded once per session (contexts are keyed by the instance)."""
+    from llama_index_memory_hierarchy.embeddings import load_default_model
+
+    return load_default_model()

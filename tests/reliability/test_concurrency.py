@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import hashing
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
-from store_checks import assert_indexes_agree, read_sqlite, vector_ids
+from store_checks import assert_indexes_agree, hashing, read_sqlite, vector_ids
 
 from llama_index_memory_hierarchy import HierarchicalMemory
 

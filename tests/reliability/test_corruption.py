@@ -12,8 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import clone_folder, hashing
-from store_checks import assert_indexes_agree, read_sqlite, vector_ids
+from store_checks import assert_indexes_agree, clone_folder, hashing, read_sqlite, vector_ids
 
 from llama_index_memory_hierarchy import HierarchicalMemory
 from llama_index_memory_hierarchy.errors import StoreError, StoreLockedError
