@@ -1,0 +1,396 @@
+"""What every ``lmh`` command shares: settings from flags, opening the stores, output, errors.
+
+Kept light to import (argparse and the standard library only): rich, the stores and the
+models are imported when a command runs, so ``lmh --help`` answers at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import logging
+import os
+import re
+import sys
+from collections.abc import Iterator
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    import argparse
+
+    from llama_index_memory_hierarchy.config import MemoryConfig
+    from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
+    from llama_index_memory_hierarchy.types import MemoryItem
+
+logger = logging.getLogger("llama_index_memory_hierarchy.cli")
+
+#: Exit codes: 0 success, 1 runtime error, 2 usage error (argparse's own convention), 130 interrupted.
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class CLIError(Exception):
+    """A failure to report as one line on stderr, with an exit code (1 unless said otherwise)."""
+
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+class UsageError(CLIError):
+    """Bad arguments that argparse could not catch (exit code 2)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, EXIT_USAGE)
+
+
+# --------------------------------------------------------------------------------------------
+# Settings
+# --------------------------------------------------------------------------------------------
+
+
+def read_config_file(path: str) -> dict[str, Any]:
+    """``MemoryConfig`` fields from a JSON or TOML file (a ``[memory]`` table or top-level keys)."""
+    file = Path(path).expanduser()
+    try:
+        raw = file.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"--config: cannot read {str(file)!r}: {exc.strerror or exc}") from None
+    try:
+        if file.suffix.lower() == ".toml":
+            import tomllib
+
+            data: Any = tomllib.loads(raw.decode("utf-8"))
+        else:
+            data = json.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--config: {str(file)!r} is not valid {file.suffix.lstrip('.') or 'JSON'}: {exc}") from None
+    if isinstance(data, dict) and isinstance(data.get("memory"), dict):
+        data = data["memory"]
+    if not isinstance(data, dict):
+        raise UsageError(f"--config: {str(file)!r} must hold a table of settings")
+    return data
+
+
+def load_config(args: argparse.Namespace, **overrides: Any) -> MemoryConfig:
+    """Settings of this command: flags, then ``--config``, then ``LMH_*`` variables, then defaults."""
+    from llama_index_memory_hierarchy.config import MemoryConfig
+
+    data = read_config_file(args.config) if getattr(args, "config", None) else {}
+    flags = {"persist_dir": getattr(args, "dir", None), "user_id": getattr(args, "user", None), **overrides}
+    data.update({key: value for key, value in flags.items() if value is not None})
+    return MemoryConfig.from_env(**data)
+
+
+def describe_location(config: MemoryConfig) -> str:
+    """Where the memories live, for messages (no secrets)."""
+    from llama_index_memory_hierarchy.config import redact_url
+
+    if config.records_on_server:
+        return str(redact_url(config.resolved_record_store_url))
+    return str(Path(config.persist_dir).expanduser())
+
+
+def require_store(config: MemoryConfig) -> None:
+    """Refuse to read from an embedded folder that holds nothing (instead of creating an empty one)."""
+    if config.records_on_server:
+        return
+    folder = Path(config.persist_dir).expanduser()
+    if not (folder / "memory.db").is_file():
+        raise CLIError(
+            f"no memory stored in {str(folder)!r} yet (add some with 'lmh add', or run 'lmh demo --dir {folder}')"
+        )
+
+
+@contextlib.contextmanager
+def open_memory(
+    args: argparse.Namespace,
+    out: Output,
+    *,
+    session: str | None = None,
+    must_exist: bool = True,
+    llm: Any = None,
+) -> Iterator[HierarchicalMemory]:
+    """The user's ``HierarchicalMemory`` over ``--dir``/``--config``, closed afterwards."""
+    config = load_config(args, session_id=session)
+    if must_exist:
+        require_store(config)
+    from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory  # after the checks: imports take seconds
+
+    memory = HierarchicalMemory.from_defaults(config=config, llm=llm)
+    try:
+        yield memory
+    finally:
+        memory.close()
+
+
+def load_embeddings(memory: Any, out: Output) -> None:
+    """Load the embedding model now, behind a spinner (it otherwise loads silently on first use)."""
+    service = memory.context.embeddings
+    if service.loaded:
+        return
+    with out.status("Loading the embedding model"):
+        service.probe()
+    logger.info("embedding model: %s (%s dimensions)", service.label, service.dim)
+
+
+# --------------------------------------------------------------------------------------------
+# LLM
+# --------------------------------------------------------------------------------------------
+
+LLM_CHOICES_HELP = (
+    "LLM for answers: 'auto' (default: llama_index Settings.llm if set, else the bundled local model when "
+    "installed), 'local', 'none', or 'module:attribute' naming a LlamaIndex LLM or a function returning one "
+    "(e.g. 'mypkg.llms:make_llm'); env LMH_LLM"
+)
+
+
+#: Stop sequences for the bundled local model in chat: a small model otherwise goes on writing both sides.
+LOCAL_CHAT_STOP = ["\nUser:", "\nuser:", "\nQuestion:"]
+
+
+def local_chat_options(max_tokens: int) -> dict[str, Any]:
+    """Options of the local model for chat turns: bounded replies that stop at an invented next turn."""
+    return {"max_tokens": max_tokens, "generate_kwargs": {"stop": LOCAL_CHAT_STOP}}
+
+
+def llm_spec(args: argparse.Namespace) -> str:
+    return (getattr(args, "llm", None) or os.environ.get("LMH_LLM") or "auto").strip()
+
+
+def resolve_cli_llm(args: argparse.Namespace, *, required_for: str | None = None, **local_options: Any) -> Any:
+    """The LLM ``--llm`` names (None for 'none', or for 'auto' when nothing is installed).
+
+    ``local_options`` (e.g. ``max_tokens``) configure the bundled local model when it is the
+    one chosen. With ``required_for``, a missing LLM is an error naming the feature and the fixes.
+    """
+    spec = llm_spec(args)
+    llm: Any = None
+    if spec == "none":
+        llm = None
+    elif spec == "auto":
+        from llama_index_memory_hierarchy.llms import resolve_llm
+
+        llm = resolve_llm(None)
+        if llm is not None and local_options and type(llm).__name__ == "LocalLLM":
+            llm = type(llm).from_defaults(**local_options)
+    elif spec == "local":
+        from llama_index_memory_hierarchy.llms import LocalLLM
+
+        llm = LocalLLM.from_defaults(**local_options)  # raises LocalLLMUnavailableError naming the pip command
+    elif ":" in spec:
+        llm = _load_llm_factory(spec)
+    else:
+        raise UsageError(f"--llm: expected auto, local, none or module:attribute, got {spec!r}")
+    if llm is None and required_for:
+        from llama_index_memory_hierarchy.llms.local import INSTALL_HINT
+
+        raise CLIError(
+            f"{required_for} needs an LLM and none is available: install the offline default "
+            f"({INSTALL_HINT}) or pass --llm module:attribute naming a LlamaIndex LLM"
+        )
+    return llm
+
+
+def _load_llm_factory(spec: str) -> Any:
+    module_name, _, attribute = spec.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"--llm: cannot load {spec!r}: {exc}") from None
+    from llama_index.core.llms.llm import LLM
+
+    value = target if isinstance(target, LLM) else target() if callable(target) else target
+    if not isinstance(value, LLM):
+        raise UsageError(f"--llm: {spec!r} gave a {type(value).__name__}, not a LlamaIndex LLM")
+    return value
+
+
+def llm_label(llm: Any) -> str:
+    from llama_index_memory_hierarchy.llms import describe_llm
+
+    return "none" if llm is None else describe_llm(llm)
+
+
+# --------------------------------------------------------------------------------------------
+# Input parsing
+# --------------------------------------------------------------------------------------------
+
+_RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$", re.IGNORECASE)
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_when(value: str, *, end_of_day: bool = False) -> datetime:
+    """An ISO date or datetime, 'today', 'yesterday', or a relative age such as '90m', '12h', '7d', '2w'.
+
+    A bare date means its start (or, with ``end_of_day``, its end). Naive times are UTC.
+    """
+    text = value.strip().lower()
+    now = datetime.now(UTC)
+    if text in ("now",):
+        return now
+    if text in ("today", "yesterday"):
+        day = now.date() - timedelta(days=1 if text == "yesterday" else 0)
+        return _day_bound(day, end_of_day)
+    match = _RELATIVE.match(text)
+    if match:
+        return now - timedelta(**{_UNITS[match.group(2).lower()]: float(match.group(1))})
+    try:
+        if len(text) == 10:
+            return _day_bound(date.fromisoformat(text), end_of_day)
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise UsageError(
+            f"not a time: {value!r} (use an ISO date like 2026-01-31, a datetime, 'today', or an age like 7d)"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _day_bound(day: date, end: bool) -> datetime:
+    start = datetime(day.year, day.month, day.day, tzinfo=UTC)
+    return start + timedelta(days=1, microseconds=-1) if end else start
+
+
+def read_text_argument(value: str, what: str) -> str:
+    """The argument itself, or stdin when it is '-'."""
+    if value == "-":
+        text = sys.stdin.read()
+        if not text.strip():
+            raise UsageError(f"{what}: nothing on standard input")
+        return text.strip()
+    return value
+
+
+def parse_json_object(value: str | None, what: str) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    try:
+        data = json.loads(value)
+    except ValueError as exc:
+        raise UsageError(f"{what}: not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{what}: must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+# --------------------------------------------------------------------------------------------
+# Output
+# --------------------------------------------------------------------------------------------
+
+
+def item_dict(item: MemoryItem) -> dict[str, Any]:
+    """A memory as JSON-ready data (``tier`` = its memory type)."""
+    data = item.model_dump(mode="json")
+    data["tier"] = data.pop("memory_type")
+    return data
+
+
+def short(text: str, limit: int = 160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    model_dump = getattr(value, "model_dump", None)
+    if callable(model_dump):
+        return model_dump(mode="json")
+    return str(value)
+
+
+class Output:
+    """Where a command writes: rich tables for people, one JSON document with ``--json``.
+
+    Results go to stdout; notes, spinners and progress go to stderr, so that
+    ``lmh ... --json | jq`` always reads clean JSON.
+    """
+
+    def __init__(self, *, json_mode: bool = False, quiet: bool = False) -> None:
+        self.json_mode = json_mode
+        self.quiet = quiet
+        self._console: Any = None
+        self._err: Any = None
+
+    @property
+    def console(self) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(highlight=False)
+        return self._console
+
+    @property
+    def err(self) -> Any:
+        if self._err is None:
+            from rich.console import Console
+
+            self._err = Console(stderr=True, highlight=False)
+        return self._err
+
+    @property
+    def interactive(self) -> bool:
+        """Whether progress can be drawn (stderr is a terminal, and not quiet)."""
+        return not self.quiet and sys.stderr.isatty()
+
+    def json(self, data: Any) -> None:
+        sys.stdout.write(json.dumps(data, default=_json_default, ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.flush()
+
+    def print(self, *renderables: Any, **kwargs: Any) -> None:
+        """Human output on stdout (nothing in ``--json`` mode)."""
+        if not self.json_mode:
+            self.console.print(*renderables, **kwargs)
+
+    def note(self, text: str) -> None:
+        """A side remark on stderr (hidden by ``--quiet``)."""
+        if not self.quiet:
+            self.err.print(f"[dim]{_escape(text)}[/dim]")
+
+    def warn(self, text: str) -> None:
+        self.err.print(f"[yellow]warning:[/yellow] {_escape(text)}")
+
+    @contextlib.contextmanager
+    def status(self, text: str) -> Iterator[None]:
+        """A progress bar on stderr while something slow runs (a log line when not interactive).
+
+        Model loading and LLM calls report no fraction done, so the bar pulses, with the time elapsed.
+        """
+        if not self.interactive:
+            logger.info("%s…", text)
+            yield
+            return
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=self.err, transient=True) as progress:
+            progress.add_task(f"{_escape(text)}…", total=None)
+            yield
+
+    def table(self, title: str | None, columns: list[str | tuple[str, dict[str, Any]]], rows: list[list[Any]]) -> Any:
+        """A rich table (columns: a name, or (name, options such as justify/overflow/max_width))."""
+        from rich.table import Table
+
+        table = Table(title=title, title_justify="left", show_lines=False, expand=False)
+        for column in columns:
+            name, options = (column, {}) if isinstance(column, str) else column
+            table.add_column(name, **options)
+        for row in rows:
+            table.add_row(
+                *("" if cell is None else cell if not isinstance(cell, str) else _escape(cell) for cell in row)
+            )
+        return table
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
