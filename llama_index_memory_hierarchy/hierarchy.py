@@ -430,12 +430,20 @@ class HierarchicalMemory(BaseMemory):
 
 
 def format_memory(item: MemoryItem) -> str:
-    """One memory as a context line: when, which tier, who, what (perceptions with a reference)."""
+    """One memory as a context line: when, which tier, who, what (perceptions with a reference).
+
+    Always exactly one line: line breaks inside stored text become spaces, so a memory cannot
+    forge further memory lines or a new section of the context message (prompt injection).
+    """
     when = item.timestamp.strftime("%Y-%m-%d %H:%M")
     if item.memory_type is MemoryType.PERCEPTUAL:
         from llama_index_memory_hierarchy.tiers.perceptual import describe_perception
 
-        return f"- [{when} · perceptual] {describe_perception(item)}"
+        return _one_line(f"- [{when} · perceptual] {describe_perception(item)}")
     role = item.metadata.get("role") or item.metadata.get("speaker")
     who = f" · {role}" if role else ""
-    return f"- [{when} · {item.memory_type.value}{who}] {item.content}"
+    return _one_line(f"- [{when} · {item.memory_type.value}{who}] {item.content}")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
