@@ -11,6 +11,7 @@ from llama_index_memory_hierarchy.cli._common import (
     CLIError,
     Output,
     llm_label,
+    llm_spec,
     load_embeddings,
     local_chat_options,
     open_memory,
@@ -65,7 +66,7 @@ async def _achat(args: argparse.Namespace, out: Output, llm: Any, session: str) 
     from llama_index_memory_hierarchy.cli._agent import arun_turn, build_agent, calls_tools
     from llama_index_memory_hierarchy.tools import MemoryToolSpec
 
-    explicit = (args.llm or "auto") not in ("auto", "local")
+    explicit = llm_spec(args) not in ("auto", "local", "none")  # a chosen LLM also extracts facts
     transcript: list[dict[str, Any]] = []
     with open_memory(args, out, session=session, must_exist=False, llm=llm if explicit else None) as memory:
         load_embeddings(memory, out)
@@ -101,9 +102,7 @@ async def _achat(args: argparse.Namespace, out: Output, llm: Any, session: str) 
             reply = await _turn(agent, text, memory, out, arun_turn)
             transcript.append({"user": text, "assistant": reply})
     if out.json_mode:
-        out.json(
-            {"user_id": args.user or memory.user_id, "session_id": session, "llm": llm_label(llm), "turns": transcript}
-        )
+        out.json({"user_id": memory.user_id, "session_id": session, "llm": llm_label(llm), "turns": transcript})
     return 0
 
 
