@@ -28,7 +28,7 @@ from llama_index_memory_hierarchy.text import count_tokens
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
 from llama_index_memory_hierarchy.tiers.episodic import EpisodicMemory
 from llama_index_memory_hierarchy.tiers.working import WorkingMemory
-from llama_index_memory_hierarchy.types import MAX_METADATA_BYTES, MemoryItem, MemoryType, utcnow
+from llama_index_memory_hierarchy.types import MAX_BATCH_ITEMS, MAX_METADATA_BYTES, MemoryItem, MemoryType, utcnow
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -206,8 +206,9 @@ class HierarchicalMemory(BaseMemory):
                 from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory as tier_class
             else:
                 from llama_index_memory_hierarchy.tiers.perceptual import PerceptualMemory as tier_class
+            options = {k: v for k, v in self._tier_options.get(name, {}).items() if v}
             self._extra_tiers[name] = tier_class(
-                user_id=self.user_id, session_id=self.session_id, context=self._context
+                user_id=self.user_id, session_id=self.session_id, context=self._context, **options
             )
         return self._extra_tiers[name]
 
@@ -274,6 +275,8 @@ class HierarchicalMemory(BaseMemory):
     async def _aput_messages(self, messages: Sequence[ChatMessage], *, dedupe: bool = False) -> list[str]:
         if not messages:
             return []
+        if len(messages) > MAX_BATCH_ITEMS:
+            raise MemoryValidationError("messages", f"at most {MAX_BATCH_ITEMS} messages per call; put them in batches")
         items: list[MemoryItem] = []
         now = utcnow()
         for position, message in enumerate(messages):
@@ -386,16 +389,16 @@ class HierarchicalMemory(BaseMemory):
             return self._context_cache[1]
         limit = self.config.retrieval_top_k
         tiers = self.tiers([MemoryType.EPISODIC, MemoryType.SEMANTIC, MemoryType.PERCEPTUAL])
+        # the history window holds the latest turns; fetch a margin so that excluding them leaves enough
+        recall = afuse_tiers(tiers, query, limit + min(len(exclude), 2 * limit), rrf_k=self.config.rrf_k)
+        profile_limit = min(self._manager.settings.profile_token_limit, self.config.memory_context_token_limit // 2)
         try:
-            items = await afuse_tiers(tiers, query, limit + len(exclude), rrf_k=self.config.rrf_k)
+            items, profile = await asyncio.gather(recall, self._manager.aprofile_text(profile_limit))
         except MemoryValidationError:
-            items = []
+            items, profile = [], await self._manager.aprofile_text(profile_limit)
         items = [item for item in items if item.id not in exclude][:limit]
         important = [i for i in self._working.get_important(limit) if i.id not in exclude and i.importance >= 0.7]
         lines: list[str] = []
-        profile = await self._manager.aprofile_text(
-            min(self._manager.settings.profile_token_limit, self.config.memory_context_token_limit // 2)
-        )
         budget = self.config.memory_context_token_limit - count_tokens(MEMORY_HEADER) - 1
         if profile:
             budget -= count_tokens(profile) + 2

@@ -159,3 +159,12 @@ def test_bad_messages_raise_precise_errors(make_memory) -> None:
     assert memory.episodic.get_stats()["count"] == 0
     with pytest.raises(MemoryValidationError, match="user_id"):
         HierarchicalMemory.from_defaults(user_id="../../etc", persist_dir="unused")
+
+
+def test_llm_and_encoders_reach_the_tiers(make_memory) -> None:
+    from llama_index.core.llms import MockLLM
+
+    llm = MockLLM()
+    memory = make_memory(llm=llm)
+    assert memory.semantic.extractor.__class__.__name__ == "LLMExtractor"
+    assert memory.perceptual.llm is llm
