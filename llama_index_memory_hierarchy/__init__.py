@@ -32,6 +32,10 @@ _EXPORTS: dict[str, str] = {
     "EmbeddingService": "llama_index_memory_hierarchy.embeddings",
     "HashingEmbedding": "llama_index_memory_hierarchy.embeddings",
     "SQLitePropertyGraphStore": "llama_index_memory_hierarchy.stores.graph.sqlite",
+    "MemoryManager": "llama_index_memory_hierarchy.lifecycle.manager",
+    "LifecycleSettings": "llama_index_memory_hierarchy.lifecycle.settings",
+    "ProfileMemoryBlock": "llama_index_memory_hierarchy.lifecycle.profile",
+    "migrate": "llama_index_memory_hierarchy.migrate",
     "MemoryConfig": "llama_index_memory_hierarchy.config",
     "MemoryItem": "llama_index_memory_hierarchy.types",
     "MemoryType": "llama_index_memory_hierarchy.types",
@@ -65,8 +69,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index_memory_hierarchy.knowledge.chunking import MarkdownHeadingSplitter
     from llama_index_memory_hierarchy.knowledge.query_engine import KnowledgeQueryEngine
     from llama_index_memory_hierarchy.knowledge.retriever import KnowledgeRetriever
+    from llama_index_memory_hierarchy.lifecycle.manager import MemoryManager
+    from llama_index_memory_hierarchy.lifecycle.profile import ProfileMemoryBlock
+    from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
     from llama_index_memory_hierarchy.llms import resolve_llm
     from llama_index_memory_hierarchy.llms.local import LocalLLM
+    from llama_index_memory_hierarchy.migrate import migrate
     from llama_index_memory_hierarchy.retrieval.retriever import HierarchyRetriever, TierRetriever
     from llama_index_memory_hierarchy.stores.graph.sqlite import SQLitePropertyGraphStore
     from llama_index_memory_hierarchy.tiers.base import MemoryTier
