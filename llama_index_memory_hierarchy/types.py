@@ -25,6 +25,9 @@ MAX_CONTENT_CHARS = 100_000
 MAX_METADATA_BYTES = 64_000
 #: Deepest accepted metadata nesting.
 MAX_METADATA_DEPTH = 8
+#: Most items one batched add accepts (one transaction and one embedding pass hold them all in memory:
+#: about 10 KB each at peak); larger inputs are refused with a precise error, so call in batches.
+MAX_BATCH_ITEMS = 10_000
 #: Identifiers (user, session, namespace): printable, no path separators, bounded.
 _ID_PATTERN = re.compile(r"^[A-Za-z0-9_.@:+\-=]{1,128}$")
 
@@ -50,7 +53,10 @@ def as_utc(value: datetime | str | float | int, field: str = "timestamp") -> dat
     if isinstance(value, (int, float)):
         if not math.isfinite(value):
             raise MemoryValidationError(field, f"must be finite, got {value!r}")
-        return datetime.fromtimestamp(value, tz=UTC)
+        try:
+            return datetime.fromtimestamp(value, tz=UTC)
+        except (OverflowError, OSError, ValueError) as exc:
+            raise MemoryValidationError(field, f"epoch seconds out of range: {value!r}") from exc
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value)
