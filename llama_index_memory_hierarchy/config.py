@@ -12,14 +12,34 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 
 ENV_PREFIX = "LMH_"
-_URL_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/@\s]*:)(?P<secret>[^@\s]*)@")
+_URL_SCHEME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.\-]*://")
+_SECRET_PARAM = re.compile(
+    r"(?i)(?P<name>[?&;](?:password|passwd|pwd|pass|secret|token|access_token|api[_-]?key|apikey|key|auth)=)[^&#;\s]*"
+)
 
 
 def redact_url(url: str | None) -> str | None:
-    """Hide the password of a ``scheme://user:password@host`` URL (for logs and reprs)."""
+    """Hide the secrets of a URL (for logs, reprs and messages): the password of
+    ``scheme://user:password@host``, even one holding raw ``@``, ``:`` or ``/`` (everything up to
+    the last ``@`` of the authority), and secret query parameters (``?password=``, ``api_key=``...).
+    """
     if url is None:
         return None
-    return _URL_PASSWORD.sub(lambda m: f"{m.group('scheme')}***@", url)
+    starts = [m.start() for m in _URL_SCHEME.finditer(url)]
+    if not starts:
+        return _SECRET_PARAM.sub(lambda m: f"{m.group('name')}***", url)
+    pieces = [url[: starts[0]]]
+    for begin, end in zip(starts, [*starts[1:], len(url)], strict=True):
+        piece = url[begin:end]
+        scheme_end = piece.index("://") + 3
+        rest = piece[scheme_end:]
+        authority = re.split(r"[?#]", rest, maxsplit=1)[0]
+        at = authority.rfind("@")
+        colon = rest.find(":", 0, at) if at != -1 else -1
+        if colon != -1:
+            piece = f"{piece[:scheme_end]}{rest[:colon]}:***{rest[at:]}"
+        pieces.append(piece)
+    return _SECRET_PARAM.sub(lambda m: f"{m.group('name')}***", "".join(pieces))
 
 
 class MemoryConfig(BaseModel):

@@ -14,8 +14,13 @@ class MemoryHierarchyError(Exception):
 class MemoryValidationError(MemoryHierarchyError, ValueError):
     """Input failed validation; ``field`` names the offending argument or attribute."""
 
+    #: Longest message kept: an error must not echo a huge hostile input back (into logs, to an LLM).
+    max_message_chars = 1000
+
     def __init__(self, field: str, message: str) -> None:
         self.field = field
+        if len(message) > self.max_message_chars:
+            message = f"{message[: self.max_message_chars]}... ({len(message)} characters, truncated)"
         super().__init__(f"{field}: {message}")
 
 

@@ -273,6 +273,8 @@ class HierarchicalMemory(BaseMemory):
         await self._arun(self._areset())
 
     async def _aput_messages(self, messages: Sequence[ChatMessage], *, dedupe: bool = False) -> list[str]:
+        if not isinstance(messages, (list, tuple)):
+            raise MemoryValidationError("messages", f"expected a list of ChatMessage, got {type(messages).__name__}")
         if not messages:
             return []
         if len(messages) > MAX_BATCH_ITEMS:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
+from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.retrieval.fusion import reciprocal_rank_fusion
 from llama_index_memory_hierarchy.types import MemoryItem
 
@@ -37,13 +38,19 @@ def item_to_node(item: MemoryItem) -> NodeWithScore:
     return NodeWithScore(node=node, score=item.score)
 
 
+def _top_k(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise MemoryValidationError("similarity_top_k", f"must be a positive integer, got {value!r}")
+    return value
+
+
 class TierRetriever(BaseRetriever):
     """Retrieves from one memory tier; filters are fixed at construction."""
 
     def __init__(self, tier: MemoryTier, similarity_top_k: int = 5, filters: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.tier = tier
-        self.similarity_top_k = similarity_top_k
+        self.similarity_top_k = _top_k(similarity_top_k)
         self.filters = dict(filters or {})
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -80,9 +87,9 @@ class HierarchyRetriever(BaseRetriever):
     ) -> None:
         super().__init__()
         if not tiers:
-            raise ValueError("tiers: at least one tier is needed")
+            raise MemoryValidationError("tiers", "at least one tier is needed")
         self.tiers = list(tiers)
-        self.similarity_top_k = similarity_top_k
+        self.similarity_top_k = _top_k(similarity_top_k)
         self.filters = dict(filters or {})
         self.rrf_k = rrf_k
         self._runtime = self.tiers[0]._runtime

@@ -75,6 +75,8 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 OrderBy = Literal["timestamp", "-timestamp", "importance", "-importance", "created_at", "-created_at"]
 
+#: Largest count bound into SQL (SQLite and PostgreSQL BIGINT hold up to 2**63 - 1).
+_MAX_SQL_INT = 2**62
 #: Ids per ``IN (...)`` list (well under SQLite's and asyncpg's bound-parameter limits).
 CHUNK = 500
 #: Most distinct tokens a keyword query uses (bounds hostile query size).
@@ -304,9 +306,10 @@ def _chunks(values: Sequence[T], size: int = CHUNK) -> Iterable[Sequence[T]]:
 
 
 def _count(value: Any, field: str, minimum: int) -> int:
+    """A validated count, clamped to what SQL integers hold (a larger limit or offset means the same)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise MemoryValidationError(field, f"must be an integer >= {minimum}, got {value!r}")
-    return value
+    return min(value, _MAX_SQL_INT)
 
 
 def _row_to_record(row: Any, with_embedding: bool) -> Record:

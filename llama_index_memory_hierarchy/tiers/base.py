@@ -11,10 +11,12 @@ import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from datetime import datetime
+from itertools import islice
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.types import (
+    MAX_BATCH_ITEMS,
     MemoryItem,
     MemoryType,
     as_utc,
@@ -229,6 +231,11 @@ class MemoryTier(ABC):
         """Validate a whole batch before anything is written (all or nothing)."""
         if isinstance(items, (str, MemoryItem)):
             raise MemoryValidationError("items", "expected a sequence of items, got a single item")
+        if isinstance(items, (bytes, dict)) or not isinstance(items, Iterable):
+            raise MemoryValidationError("items", f"expected a sequence of items, got {type(items).__name__}")
+        items = list(islice(items, MAX_BATCH_ITEMS + 1))
+        if len(items) > MAX_BATCH_ITEMS:
+            raise MemoryValidationError("items", f"at most {MAX_BATCH_ITEMS} items per call; add them in batches")
         return [self.make_item(item) for item in items]
 
     @staticmethod

@@ -40,7 +40,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llama_index_memory_hierarchy.entity_resolution import (
     Entity,
@@ -126,6 +126,18 @@ class FactInput(BaseModel):
     confidence: float = Field(default=1.0, ge=0, le=1)
     extractor: str = "manual"
     importance: float | None = None
+
+
+def _fact(field: str, **data: Any) -> FactInput:
+    """A :class:`FactInput`, with a wrong value reported as a :class:`MemoryValidationError` naming it."""
+    try:
+        return FactInput(**data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error.get("loc", ()))
+        raise MemoryValidationError(where if field == "fact" else f"{field}.{where}", error.get("msg", "")) from None
+    except TypeError as exc:
+        raise MemoryValidationError(field, str(exc)) from None
 
 
 class EntityInfo(BaseModel):
@@ -402,7 +414,8 @@ class SemanticMemory(StoredTier):
         object_type: str = "ENTITY",
     ) -> str:
         """Add one fact (or add a source to the same current fact); return the fact id."""
-        fact = FactInput(
+        fact = _fact(
+            "fact",
             subject=subject,
             predicate=predicate,
             object=object,
@@ -435,12 +448,9 @@ class SemanticMemory(StoredTier):
         if isinstance(fact, tuple):
             if len(fact) != 3:
                 raise MemoryValidationError(field_name, "a tuple fact must be (subject, predicate, object)")
-            fact = FactInput(subject=fact[0], predicate=fact[1], object=fact[2])
+            fact = _fact(field_name, subject=fact[0], predicate=fact[1], object=fact[2])
         elif isinstance(fact, dict):
-            try:
-                fact = FactInput(**fact)
-            except Exception as exc:
-                raise MemoryValidationError(field_name, str(exc)) from None
+            fact = _fact(field_name, **fact)
         elif not isinstance(fact, FactInput):
             raise MemoryValidationError(field_name, f"expected a FactInput, dict or tuple, got {type(fact).__name__}")
         for part in ("subject", "predicate", "object"):

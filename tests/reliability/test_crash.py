@@ -213,6 +213,11 @@ def check_folder(folder: Path, ledger: Ledger, in_flight: dict[str, set[str]], e
             for memory_id, row in list(rows.items())[:5]
         )
         ledger.baseline = {memory_id: row["content"] for memory_id, row in rows.items()}
+        for memory_id in ledger.acked:  # an in-flight update or remove that landed is now the state to keep
+            if memory_id in rows:
+                ledger.contents[memory_id] = rows[memory_id]["content"]
+            else:
+                ledger.removed.add(memory_id)
         ledger.figures["rows"] = len(rows)
     finally:
         for memory in memories:

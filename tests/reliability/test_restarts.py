@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from store_checks import assert_indexes_agree, read_sqlite, vector_ids
 
 from llama_index_memory_hierarchy import HierarchicalMemory
@@ -146,17 +147,17 @@ REVISION = """
 import sqlalchemy as sa
 from alembic import op
 
-revision = "reliability_0002"
-down_revision = "0001"
+revision = "reliability_next"
+down_revision = "{head}"
 branch_labels = None
 depends_on = None
-schema_version = 2
+schema_version = {version}
 
 
 def upgrade() -> None:
     with op.batch_alter_table("memories") as batch:
         batch.add_column(sa.Column("reliability_extra", sa.Integer(), nullable=True))
-    if FAIL:
+    if {fail}:
         raise RuntimeError("migration step failed half-way")
 """
 
@@ -169,39 +170,85 @@ def _columns(folder: Path) -> set[str]:
         db.close()
 
 
+def _baseline_database(folder: Path) -> str:
+    """A database as the oldest schema (the baseline revision) left it, with one memory in it."""
+    import time
+    import uuid
+
+    from alembic import command
+
+    from llama_index_memory_hierarchy.stores import migrations
+
+    folder.mkdir(parents=True)
+    engine = sa.create_engine(f"sqlite:///{folder / 'memory.db'}")
+    with engine.begin() as conn:
+        command.upgrade(migrations.alembic_config(conn), migrations.BASELINE_REVISION)
+    engine.dispose()
+    memory_id = str(uuid.uuid4())
+    values = {
+        "id": memory_id,
+        "user_id": "alice",
+        "session_id": "s1",
+        "namespace": "memory",
+        "memory_type": "episodic",
+        "content": "a memory written by the oldest schema",
+        "content_hash": "0" * 64,
+        "timestamp": time.time(),
+        "created_at": time.time(),
+        "importance": 0.5,
+        "access_count": 0,
+        "pinned": 0,
+        "metadata": "{}",
+        "keyword": "a memory written by the oldest schema",
+    }
+    db = sqlite3.connect(str(folder / "memory.db"))
+    for _, name, kind, notnull, default, primary in db.execute("PRAGMA table_info(memories)").fetchall():
+        if name not in values and notnull and default is None and not primary:
+            values[name] = 0 if "INT" in kind.upper() or "FLOAT" in kind.upper() or "DOUBLE" in kind.upper() else ""
+    db.execute(
+        f"INSERT INTO memories ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})", list(values.values())
+    )
+    db.commit()
+    db.close()
+    return memory_id
+
+
 def test_older_schema_is_migrated_on_open(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A pre-Alembic database is stamped and upgraded; a failing revision leaves it as it was."""
+    """A database at the oldest revision is migrated on open, keeps its data and indexes it; a failing
+    revision leaves the database exactly as it was."""
     import functools
 
     from llama_index_memory_hierarchy.stores import migrations
 
     folder = tmp_path / "memory_data"
+    kept = _baseline_database(folder)
     with _open(folder) as memory:
-        kept = memory.episodic.add("a memory written by schema version 1")
-    db = sqlite3.connect(str(folder / "memory.db"))
-    db.execute("DROP TABLE alembic_version")  # what a package from before Alembic left
-    db.commit()
-    db.close()
-    with _open(folder) as memory:
-        assert memory.episodic.get(kept).content == "a memory written by schema version 1"
-    assert _schema_version(folder) == 1
+        item = memory.episodic.get(kept)
+        assert item is not None and item.content == "a memory written by the oldest schema"
+        memory.episodic.add("a memory written by the current schema")
+        assert len(memory.episodic.get_timeline()) == 2
+    head, version = migrations.head_revision(), migrations.head_schema_version()
+    assert _schema_version(folder) == version
 
     versions = tmp_path / "versions"
     versions.mkdir()
-    (versions / "reliability_0002.py").write_text(REVISION.replace("FAIL", "True"))
-    monkeypatch.setattr(migrations, "upgrade", functools.partial(migrations.upgrade, extra_locations=(str(versions),)))
-    monkeypatch.setattr(migrations, "head_schema_version", lambda extra_locations=(): 2)
+    revision = versions / "reliability_next.py"
+    revision.write_text(REVISION.format(head=head, version=version + 1, fail=True))
+    extra = (str(versions),)
+    monkeypatch.setattr(migrations, "upgrade", functools.partial(migrations.upgrade, extra_locations=extra))
+    monkeypatch.setattr(migrations, "head_schema_version", lambda extra_locations=(): version + 1)
+    migrations._cached_script.cache_clear()
     with pytest.raises(Exception, match="half-way"):
         _open(folder)
-    assert _schema_version(folder) == 1 and "reliability_extra" not in _columns(folder)  # rolled back
+    assert _schema_version(folder) == version and "reliability_extra" not in _columns(folder)  # rolled back
 
-    (versions / "reliability_0002.py").write_text(REVISION.replace("FAIL", "False"))
+    revision.write_text(REVISION.format(head=head, version=version + 1, fail=False))
     migrations._cached_script.cache_clear()
     with _open(folder) as memory:
-        assert memory.episodic.get(kept).content == "a memory written by schema version 1"
-        memory.episodic.add("a memory written by schema version 2")
+        assert memory.episodic.get(kept).content == "a memory written by the oldest schema"
+        memory.episodic.add("a memory written by the next schema")
         assert_indexes_agree(read_sqlite(folder), memory.context.runtime.run(vector_ids(memory.context)))
-    assert _schema_version(folder) == 2 and "reliability_extra" in _columns(folder)
+    assert _schema_version(folder) == version + 1 and "reliability_extra" in _columns(folder)
     migrations._cached_script.cache_clear()
 
 

@@ -184,11 +184,15 @@ def prepare_filter(flt: VectorFilter) -> PreparedFilter:
     return out
 
 
+#: Largest result limit passed to a backend (larger ones mean the same: every match); avoids integer overflow.
+MAX_LIMIT = 2**31 - 1
+
+
 def check_limit(limit: Any) -> int:
-    """A non-negative integer result limit."""
+    """A non-negative integer result limit (clamped to :data:`MAX_LIMIT`)."""
     if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or int(limit) < 0:
         raise MemoryValidationError("limit", f"must be a non-negative integer, got {limit!r}")
-    return int(limit)
+    return min(int(limit), MAX_LIMIT)
 
 
 def chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
