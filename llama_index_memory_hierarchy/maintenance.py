@@ -102,6 +102,7 @@ class RebuildReport:
     spaces: dict[str, int] = field(default_factory=dict)  # space -> points written
     removed_spaces: list[str] = field(default_factory=list)  # vector folders with no records left
     graph_users: dict[str, int] = field(default_factory=dict)  # user -> relations written
+    graph_replaced: bool = False  # the embedded graph file was deleted and rebuilt from the facts
     outbox_acknowledged: int = 0
 
     def summary(self) -> str:
@@ -215,9 +216,7 @@ async def keyword_index_ok(records: Any) -> bool | None:
     async def work(conn: Any) -> bool:
         try:
             async with conn.begin_nested():
-                await conn.exec_driver_sql(
-                    "INSERT INTO memories_fts(memories_fts, rank) VALUES ('integrity-check', 1)"
-                )
+                await conn.exec_driver_sql("INSERT INTO memories_fts(memories_fts, rank) VALUES ('integrity-check', 1)")
         except sa.exc.DatabaseError as exc:
             logger.warning("record store %s: keyword index is inconsistent: %s", store.where, exc.orig)
             return False
@@ -465,6 +464,19 @@ async def _semantic_users(config: MemoryConfig) -> list[str]:
         await records.close()
 
 
+def _remove_embedded_graph(persist_dir: Path) -> bool:
+    """Delete ``graph.db`` (and its WAL files): it is derived from the fact records, and may be corrupt."""
+    from llama_index_memory_hierarchy.stores.graph.sqlite import GRAPH_DB_NAME
+
+    removed = False
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        path = persist_dir / f"{GRAPH_DB_NAME}{suffix}"
+        if path.exists():
+            path.unlink()
+            removed = True
+    return removed
+
+
 def _rebuild_graphs(config: MemoryConfig, users: list[str]) -> dict[str, int]:
     from llama_index_memory_hierarchy.stores.context import StoreContext
 
@@ -491,17 +503,20 @@ def rebuild_indexes(config: MemoryConfig | str | Path, *, graph: bool = True) ->
     folder is deleted and rebuilt from the stored embeddings (so a corrupt one is replaced;
     no embedding model is needed), server indexes are re-upserted and cleaned of stale points,
     pending outbox entries are acknowledged, and each user's knowledge graph is rebuilt from
-    the semantic fact records. ``config`` may be a :class:`MemoryConfig` or a persist folder.
+    the semantic fact records (the embedded ``graph.db`` is deleted first, so a corrupt one is
+    replaced). ``config`` may be a :class:`MemoryConfig` or a persist folder.
     """
     from llama_index_memory_hierarchy.runtime import get_runtime
     from llama_index_memory_hierarchy.stores.context import _FolderLock
 
     config = _as_config(config)
-    embedded = config.resolved_record_store_url.startswith("sqlite") or config.vector_backend == "edge"
+    embedded = not (config.records_on_server and config.vectors_on_server)  # as StoreContext locks the folder
     lock = _FolderLock(Path(config.persist_dir).expanduser().resolve()) if embedded else None
     runtime = get_runtime()
     try:
         report = runtime.run(arebuild_indexes(config))
+        if graph and not config.graph_store_url:
+            report.graph_replaced = _remove_embedded_graph(Path(config.persist_dir).expanduser().resolve())
     finally:
         if lock is not None:
             lock.release()

@@ -9,7 +9,9 @@ returned, flushed at once, so the parent knows what was acknowledged when the ki
 * ``A <user> <id> <content>``: an add returned this id;
 * ``P <user> <content>``: ``put_messages`` returned (the message text is unique);
 * ``D <user> <id>``: a remove returned True;
-* ``U <user> <id> <content>``: an update returned True.
+* ``U <user> <id> <content>``: an update returned True;
+* ``F <user> <id> <subject>``: a semantic fact about ``<subject>`` was added (its record text starts
+  with the subject; the graph mirrors it).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+PREDICATES = ["lives_in", "works_at", "likes", "visited"]
 WORDS = [
     "apple",
     "river",
@@ -57,7 +60,7 @@ async def writer(memory, user: str, rng: random.Random, counter: list[int]) -> N
     while True:
         counter[0] += 1
         tag = f"{user}-{os.getpid()}-{counter[0]}"
-        op = rng.choices(["add", "add_many", "put", "remove", "update"], weights=[5, 2, 2, 1, 1])[0]
+        op = rng.choices(["add", "add_many", "put", "remove", "update", "fact"], weights=[5, 2, 2, 1, 1, 2])[0]
         if op in ("remove", "update") and not mine:
             op = "add"
         if op == "add":
@@ -83,6 +86,11 @@ async def writer(memory, user: str, rng: random.Random, counter: list[int]) -> N
             emit(f"I {user} remove {memory_id}")
             if await memory.episodic.aremove(memory_id):
                 emit(f"D {user} {memory_id}")
+        elif op == "fact":
+            subject = f"Person{counter[0]}x{os.getpid()}"
+            emit(f"I {user} fact {subject}")
+            fact_id = await memory.semantic.aadd_fact(subject, rng.choice(PREDICATES), rng.choice(WORDS).title())
+            emit(f"F {user} {fact_id} {subject}")
         else:
             memory_id = rng.choice(mine)
             content = text(rng, tag + "u")

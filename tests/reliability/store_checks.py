@@ -33,9 +33,10 @@ def read_sqlite(persist_dir: Path) -> StoreState:
     try:
         state = StoreState()
         cursor = db.execute(
-            "SELECT id, user_id, session_id, namespace, memory_type, content, embedding, space, seq FROM memories"
+            "SELECT id, user_id, session_id, namespace, memory_type, content, embedding, space, seq, metadata "
+            "FROM memories"
         )
-        for memory_id, user, session, namespace, kind, content, embedding, space, seq in cursor:
+        for memory_id, user, session, namespace, kind, content, embedding, space, seq, metadata in cursor:
             state.rows[memory_id] = {
                 "user_id": user,
                 "session_id": session,
@@ -45,6 +46,7 @@ def read_sqlite(persist_dir: Path) -> StoreState:
                 "embedding": None if embedding is None else np.frombuffer(embedding, dtype="<f4"),
                 "space": space,
                 "seq": seq,
+                "metadata": json.loads(metadata),
             }
         state.outbox = db.execute("SELECT count(*) FROM index_outbox").fetchone()[0]
         state.fts_rows = db.execute("SELECT count(*) FROM memories_fts_docsize").fetchone()[0]
@@ -69,6 +71,29 @@ async def vector_ids(context: Any) -> dict[str, set[str]]:
         dim = json.loads((folder / "edge_config.json").read_text())["vectors"][""]["size"]
         found[folder.name] = await (await context.avector_index(folder.name, dim)).ids()
     return found
+
+
+def assert_graph_agrees(state: StoreState, persist_dir: Path) -> None:
+    """Graph relations of every user == the (subject, predicate, object) keys of their current facts."""
+    expected: dict[str, set[tuple[str, str, str]]] = {}
+    for row in state.rows.values():
+        meta = row["metadata"]
+        if row["memory_type"] == "semantic" and meta.get("kind") == "fact" and meta.get("invalid_at") is None:
+            key = (meta["subject_id"], meta["predicate"], meta["object_id"])
+            expected.setdefault(row["user_id"], set()).add(key)
+    found: dict[str, set[tuple[str, str, str]]] = {}
+    if (persist_dir / "graph.db").exists():
+        db = sqlite3.connect(f"file:{persist_dir / 'graph.db'}?mode=ro", uri=True)
+        try:
+            for source, label, target, user in db.execute(
+                "SELECT source_id, label, target_id, user_id FROM graph_relations"
+            ):
+                found.setdefault(user, set()).add((source, label, target))
+        finally:
+            db.close()
+    for user in set(expected) | set(found):
+        want, have = expected.get(user, set()), found.get(user, set())
+        assert want == have, f"graph of {user}: {len(want - have)} facts without a relation, {len(have - want)} stray"
 
 
 def assert_indexes_agree(state: StoreState, points: dict[str, set[str]]) -> None:

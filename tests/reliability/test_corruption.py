@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from store_checks import assert_indexes_agree, clone_folder, hashing, read_sqlite, vector_ids
+from store_checks import assert_graph_agrees, assert_indexes_agree, clone_folder, hashing, read_sqlite, vector_ids
 
 from llama_index_memory_hierarchy import HierarchicalMemory
 from llama_index_memory_hierarchy.errors import StoreError, StoreLockedError
@@ -40,6 +40,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with _open(folder) as alice, _open(folder, "bob") as bob:
         alice.episodic.add_many(FACTS)
         bob.episodic.add_many(["bob keeps his bike in the basement", "bob's locker code is 4471"])
+        alice.semantic.add_facts([("Ana", "flies_to", "Porto"), ("Luis", "allergic_to", "Peanuts")])
     return folder
 
 
@@ -146,10 +147,31 @@ def test_damaged_vector_segment_is_named_then_rebuilt(filled: Path, name: str, d
     error = _expect_store_error(filled, str(space))
     assert "reindex" in str(error) or "rebuild" in str(error), str(error)
     report = rebuild_indexes(filled)
-    assert report.spaces == {space.name: len(FACTS) + 2}
+    assert report.spaces == {space.name: len(FACTS) + 4}
     _assert_healthy(filled)
     with _open(filled, "bob") as bob:
         assert bob.episodic.retrieve("locker code", limit=1)[0].content == "bob's locker code is 4471"
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_damaged_graph_file_is_named_then_rebuilt(filled: Path, damage: str) -> None:
+    graph = filled / "graph.db"
+    for extra in ("graph.db-wal", "graph.db-shm"):
+        (filled / extra).unlink(missing_ok=True)
+    if damage == "garbage":
+        graph.write_bytes(os.urandom(graph.stat().st_size))
+    else:
+        os.truncate(graph, 200)
+    with _open(filled) as memory:
+        assert memory.episodic.retrieve("who is allergic to peanuts?", limit=1)[0].content == FACTS[2]  # unaffected
+        with pytest.raises(StoreError) as caught:
+            memory.semantic.get_related_entities("Luis")
+        assert str(graph) in str(caught.value) and "reindex" in str(caught.value)
+    report = rebuild_indexes(filled)
+    assert report.graph_replaced and report.graph_users == {"alice": 2}
+    with _open(filled) as memory:
+        assert [r.name for r in memory.semantic.get_related_entities("Luis")] == ["Peanuts"]
+        assert_graph_agrees(read_sqlite(filled), filled)
 
 
 def test_rebuild_repairs_a_damaged_keyword_index(filled: Path) -> None:
@@ -159,7 +181,7 @@ def test_rebuild_repairs_a_damaged_keyword_index(filled: Path) -> None:
     db.close()
     assert read_sqlite(filled).fts_integrity != "ok"
     report = rebuild_indexes(filled)
-    assert report.keyword_index and report.records == len(FACTS) + 2
+    assert report.keyword_index and report.records == len(FACTS) + 4
     assert read_sqlite(filled).fts_integrity == "ok"
     with _open(filled) as memory:
         hits = memory.context.runtime.run(memory.context.records.keyword_search("alice", "peanuts", limit=5))
@@ -179,7 +201,7 @@ def test_rebuild_drops_stray_spaces_and_acknowledges_the_outbox(filled: Path, tm
     db.close()
     report = rebuild_indexes(filled)
     assert report.removed_spaces == ["old-model-8"] and not stray.exists()
-    assert report.outbox_acknowledged == len(FACTS) + 2
+    assert report.outbox_acknowledged == len(FACTS) + 4
     checked = verify_indexes(filled, embed_model=hashing())
     assert checked.ok, checked
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from store_checks import assert_indexes_agree, read_sqlite, vector_ids
+from store_checks import assert_graph_agrees, assert_indexes_agree, hashing, read_sqlite, vector_ids
 
 from llama_index_memory_hierarchy import HierarchicalMemory
 
@@ -46,6 +46,8 @@ class Ledger:
     removed: set[str] = field(default_factory=set)
     contents: dict[str, str] = field(default_factory=dict)  # id -> last acknowledged content
     puts: set[tuple[str, str]] = field(default_factory=set)  # (user, content)
+    facts: dict[str, tuple[str, str]] = field(default_factory=dict)  # fact id -> (user, subject)
+    subjects: set[str] = field(default_factory=set)  # every fact subject a child meant to write
     intended: set[str] = field(default_factory=set)  # every content a child meant to write
     baseline: dict[str, str] = field(default_factory=dict)  # id -> content seen at the last check
     figures: dict[str, int] = field(
@@ -112,6 +114,8 @@ def absorb(ledger: Ledger, lines: list[str]) -> dict[str, set[str]]:
                 ledger.intended.update(detail.split("|"))
             elif op == "update":
                 ledger.intended.add(detail.split(" ", 1)[1])
+            elif op == "fact":
+                ledger.subjects.add(detail)
         elif kind == "A":
             user, memory_id, content = rest.split(" ", 2)
             ledger.acked[memory_id] = (user, content)
@@ -128,6 +132,11 @@ def absorb(ledger: Ledger, lines: list[str]) -> dict[str, set[str]]:
             user, memory_id = rest.split(" ", 1)
             ledger.removed.add(memory_id)
             ledger.figures["removes"] += 1
+            pending.pop(user, None)
+        elif kind == "F":
+            user, memory_id, subject = rest.split(" ", 2)
+            ledger.facts[memory_id] = (user, subject)
+            ledger.figures["facts"] = ledger.figures.get("facts", 0) + 1
             pending.pop(user, None)
         elif kind == "U":
             user, memory_id, content = rest.split(" ", 2)
@@ -159,8 +168,12 @@ def check_folder(folder: Path, ledger: Ledger, in_flight: dict[str, set[str]], e
         points = context.runtime.run(vector_ids(context))
         assert_indexes_agree(state, points)
         rows = state.rows
+        by_user_early = {m.user_id: m for m in memories}
         # nothing half-written: complete, intended texts, embedded, owned by a writer
         for memory_id, row in rows.items():
+            if row["memory_type"] == "semantic":
+                assert row["content"].split()[0] in ledger.subjects, f"fact {memory_id}: {row['content']!r}"
+                continue
             assert row["content"] in ledger.intended, f"row {memory_id} holds text no writer sent: {row['content']!r}"
             assert row["embedding"] is not None and row["space"], f"row {memory_id} has no embedding"
             assert row["user_id"] in {m.user_id for m in memories}
@@ -174,6 +187,14 @@ def check_folder(folder: Path, ledger: Ledger, in_flight: dict[str, set[str]], e
             assert memory_id in rows, f"acknowledged add {memory_id} lost"
             allowed = {ledger.contents[memory_id], *in_flight.get(memory_id, set())}
             assert rows[memory_id]["content"] in allowed, f"{memory_id}: content {rows[memory_id]['content']!r}"
+        for memory_id, (user, subject) in ledger.facts.items():
+            assert memory_id in rows and rows[memory_id]["content"].startswith(subject), (
+                f"acknowledged fact lost: {subject}"
+            )
+            assert by_user_early[user].semantic.get(memory_id) is not None
+        for memory in memories:  # the graph is repaired when a user's facts are first used in a process
+            memory.semantic.get_stats()
+        assert_graph_agrees(state, folder)
         contents_by_user = {(row["user_id"], row["content"]) for row in rows.values()}
         for put in ledger.puts:
             assert put in contents_by_user, f"acknowledged put lost: {put}"
@@ -326,3 +347,26 @@ def test_outbox_left_by_a_crash_is_applied_on_open(tmp_path: Path, minilm: Any) 
     with _open(folder, minilm) as memory:
         _assert_consistent(memory)
         assert memory.episodic.retrieve("where is the spare key?", limit=1)[0].id == item.id
+
+
+def test_graph_left_behind_by_a_crash_is_repaired_on_first_use(tmp_path: Path) -> None:
+    """Fact records committed but their graph writes lost (killed between the two stores), and a graph
+    file deleted: each user's graph is rebuilt from the facts when that user's facts are next used."""
+    import sqlite3
+
+    folder = tmp_path / "memory_data"
+    with _open(folder, hashing()) as alice, _open(folder, hashing(), "bob") as bob:
+        alice.semantic.add_facts([("Alice", "works_at", "Acme"), ("Acme", "located_in", "Lyon")])
+        bob.semantic.add_fact("Bob", "plays", "Chess")
+    graph = sqlite3.connect(str(folder / "graph.db"))
+    graph.execute("DELETE FROM graph_relations WHERE user_id = 'alice'")
+    graph.commit()
+    graph.close()
+    with _open(folder, hashing()) as alice:
+        assert {r.name for r in alice.semantic.get_related_entities("Alice", depth=2)} == {"Acme", "Lyon"}
+    for name in ("graph.db", "graph.db-wal", "graph.db-shm"):
+        (folder / name).unlink(missing_ok=True)
+    with _open(folder, hashing()) as alice, _open(folder, hashing(), "bob") as bob:
+        assert [r.name for r in bob.semantic.get_related_entities("Bob")] == ["Chess"]
+        assert {r.name for r in alice.semantic.get_related_entities("Alice", depth=2)} == {"Acme", "Lyon"}
+        assert_graph_agrees(read_sqlite(folder), folder)

@@ -189,7 +189,11 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
             self._migrate()
         except sqlite3.DatabaseError as exc:
             self._conn.close()
-            raise StoreError(f"{self.path}: not a valid graph database (corrupt or foreign file): {exc}") from exc
+            raise StoreError(
+                f"{self.path}: not a valid graph database (corrupt or foreign file): {exc}; the graph is derived "
+                "from the semantic fact records: rebuild it with `lmh reindex` "
+                "(llama_index_memory_hierarchy.maintenance.rebuild_indexes), or delete the file"
+            ) from exc
         except BaseException:
             self._conn.close()
             raise
