@@ -39,6 +39,7 @@ from llama_index_memory_hierarchy.stores.base import (
     VectorIndex,
 )
 from llama_index_memory_hierarchy.stores.vector import as_vector_index, open_vector_index, record_to_point
+from llama_index_memory_hierarchy.stores.vector._common import check_vector
 from llama_index_memory_hierarchy.types import MemoryFilter, MemoryType
 
 logger = logging.getLogger(__name__)
@@ -343,9 +344,28 @@ class StoreContext:
                 for record, vector in zip(missing, vectors, strict=True):
                     record.embedding = vector
                     record.space = space
+        await self._acheck_vectors(records)
         ids = await self.records.insert(records, dedupe=dedupe)
         await self._adrain_or_retry({r.item.id: r for r in records})
         return ids
+
+    async def _acheck_vectors(self, records: Sequence[Record]) -> None:
+        """Refuse, before anything is committed, a vector its index could never take (NaN, all-zero, or
+        another dimension than its space): committed, it would sit in the outbox unindexable."""
+        if isinstance(records, Record) or not isinstance(records, Sequence):
+            raise MemoryValidationError("records", "must be a sequence of Record")
+        for position, record in enumerate(records):
+            if not isinstance(record, Record) or record.embedding is None:
+                continue
+            if not record.space:
+                raise MemoryValidationError(f"records[{position}].space", "a record with an embedding needs its space")
+            vector = np.asarray(record.embedding)
+            if vector.ndim != 1 or vector.size == 0:
+                raise MemoryValidationError(
+                    f"records[{position}].embedding", f"must be a non-empty 1-D vector, got shape {vector.shape}"
+                )
+            index = await self.avector_index(record.space, int(vector.shape[0]))
+            check_vector(vector, index.dim, f"records[{position}].embedding")
 
     async def adelete(self, user_id: str, ids: Sequence[str]) -> list[str]:
         """Delete records of a user and their vectors; return the ids deleted."""

@@ -331,3 +331,30 @@ def test_fuzz_public_api(fuzz_memory: Any, call: Any, a: Any, b: Any, c: Any) ->
 @given(call=st.sampled_from(CALLS), a=anything, b=anything, c=anything)
 def test_fuzz_public_api_long(fuzz_memory: Any, call: Any, a: Any, b: Any, c: Any) -> None:
     _fuzz_once(fuzz_memory, call, a, b, c)
+
+
+def test_unindexable_vectors_are_refused_before_commit(tmp_path: Path) -> None:
+    """A caller-supplied vector the index could never take (all-zero, NaN, wrong dimension, wrong shape)
+    is refused before anything is written; otherwise it would block the outbox and every later open."""
+    import numpy as np
+
+    from llama_index_memory_hierarchy.errors import EmbeddingDimensionError
+    from llama_index_memory_hierarchy.types import MemoryItem
+
+    folder = tmp_path / "memory_data"
+    memory = _user(folder, hashing())
+    runtime = memory.context.runtime
+    try:
+        memory.episodic.add("a good memory")
+        for bad in (np.zeros(384, "f4"), np.full(384, np.nan, "f4"), np.ones(10, "f4"), np.ones((2, 384), "f4")):
+            item = MemoryItem(content="supplied vector", user_id=memory.user_id)
+            with pytest.raises((MemoryValidationError, EmbeddingDimensionError)):
+                runtime.run(memory.episodic.aadd_items([item], embeddings=[bad]))
+            memory.episodic.add("still writable")
+        assert len(memory.episodic.get_timeline()) == 5
+        assert_indexes_agree(read_sqlite(folder), runtime.run(vector_ids(memory.context)))
+    finally:
+        memory.close()
+    again = HierarchicalMemory.from_defaults(user_id=memory.user_id, persist_dir=str(folder), embed_model=hashing())
+    with again:  # and it opens again
+        assert again.episodic.retrieve("good memory", limit=1)
