@@ -978,9 +978,12 @@ class SemanticMemory(StoredTier):
         include_history = bool(filters.pop("include_history", False))
         flt = MemoryFilter.from_kwargs(**filters)
         state = await self._astate()
-        relevance = await self.arank(query, flt, limit)
+        hybrid = await self.arank(query, flt, limit)
         graph_ranking = await self._agraph_ranking(state, query, max(limit * self.config.candidate_multiplier, 20))
         k = self.config.rrf_k
+        # the hybrid ranking and the graph ranking meet by reciprocal rank (their scores differ in scale)
+        ordered = sorted(hybrid, key=lambda fact_id: hybrid[fact_id], reverse=True)
+        relevance = {fact_id: 1.0 / (k + rank) for rank, fact_id in enumerate(ordered, start=1)}
         for rank, fact_id in enumerate(graph_ranking, start=1):
             relevance[fact_id] = relevance.get(fact_id, 0.0) + self.settings.graph_weight / (k + rank)
         records = await self.context.records.get(self.user_id, list(relevance))
