@@ -112,10 +112,12 @@ def parse_queries(text: str, original: str, limit: int) -> list[str]:
     the original and duplicates dropped, at most ``limit``."""
     seen = {original.strip().casefold()}
     out: list[str] = []
-    for line in text.strip().strip("`").splitlines():
+    for line in text.strip().splitlines():
+        if line.lstrip().startswith("```"):
+            continue  # code fences are formatting, never a query
         query = _LIST_MARKER.sub("", line).strip().strip("\"'“”").strip()
-        if not query or (query.endswith(":") and len(query.split()) <= 3):
-            continue  # blank lines and headers such as "Queries:"
+        if not query or query.endswith(":"):
+            continue  # blank lines and headers such as "Queries:" or "Here are three queries:"
         key = query.casefold()
         if key in seen:
             continue

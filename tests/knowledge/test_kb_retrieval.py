@@ -170,3 +170,8 @@ def test_parse_queries_strips_markers_and_duplicates() -> None:
     text = 'Queries:\n1. first one\n2) second one\n- first one\n* "third"\n\nQuery 4: fourth\nfifth'
     assert parse_queries(text, "original", 4) == ["first one", "second one", "third", "fourth"]
     assert parse_queries("original\nORIGINAL\nnew", "Original", 3) == ["new"]
+
+
+def test_parse_queries_skips_code_fences_and_lead_in_lines() -> None:
+    text = "Here are three alternative search queries:\n```python\nreset the router\n```\nrouter factory reset"
+    assert parse_queries(text, "how do I reset my router?", 3) == ["reset the router", "router factory reset"]
