@@ -105,7 +105,11 @@ def test_hostile_text_is_stored_and_found_verbatim(pair: Any, shared_dir: Path, 
     assert memory_id in [item.id for item in found]
     keyword = attacker.context.runtime.run(attacker.context.records.keyword_search(attacker.user_id, payload))
     assert all(hit in {memory_id} | {i.id for i in attacker.episodic.get_timeline()} for hit, _ in keyword)
-    assert query(attacker.episodic, metadata={"payload": payload}) == [attacker.episodic.get(memory_id)]
+    # ids and contents, not whole items: the retrievals above bump access counts in the background
+    matched = query(attacker.episodic, metadata={"payload": payload})
+    assert [(i.id, i.content, i.metadata) for i in matched] == [
+        (memory_id, content, {"payload": payload, payload[:40]: "key"})
+    ]
     assert query(attacker.episodic, metadata={payload[:40]: "key"})[0].id == memory_id
     assert _tables(shared_dir) == tables  # nothing dropped, nothing attached
     assert victim.episodic.get_timeline()[0].content == "victim secret: the safe code is 9137"
