@@ -36,10 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from _synthetic import questions, turns  # noqa: E402
+from _synthetic import questions, turns
 
-from llama_index_memory_hierarchy import HierarchicalMemory, MemoryItem  # noqa: E402
-from llama_index_memory_hierarchy.types import MemoryType  # noqa: E402
+from llama_index_memory_hierarchy import HierarchicalMemory, MemoryItem
+from llama_index_memory_hierarchy.types import MemoryType
 
 logger = logging.getLogger("bench.latency")
 
@@ -227,16 +227,23 @@ async def main() -> None:
             results.append(row)
     report = {"model_only_texts_per_s": model_rate, "cpu_count": os.cpu_count(), "results": results}
     print(f"embedding model alone: {model_rate:.0f} texts/s")
-    print(
-        f"{'size':>7} {'ingest/s':>9} {'aget p50':>9} {'aget p95':>9} {'retr p95':>9} {'base p50':>9} {'base p95':>9} {'x p95':>6} {'RSS MB':>7}"
-    )
+    headers = ["size", "ingest/s", "aget p50", "aget p95", "retr p95", "base p50", "base p95", "x p95", "RSS MB"]
+    print(" ".join(f"{h:>9}" for h in headers))
+    nan = float("nan")
     for r in results:
         h, b = r["hierarchy"], r.get("baseline", {})
-        print(
-            f"{r['size']:>7} {h['ingest_turns_per_s']:>9.0f} {h['aget_p50_ms']:>9.1f} {h['aget_p95_ms']:>9.1f} "
-            f"{h['episodic_retrieve_p95_ms']:>9.1f} {b.get('aget_p50_ms', float('nan')):>9.1f} "
-            f"{b.get('aget_p95_ms', float('nan')):>9.1f} {r.get('speedup_p95', float('nan')):>6.1f} {r['peak_rss_mb']:>7.0f}"
-        )
+        cells = [
+            r["size"],
+            h["ingest_turns_per_s"],
+            h["aget_p50_ms"],
+            h["aget_p95_ms"],
+            h["episodic_retrieve_p95_ms"],
+            b.get("aget_p50_ms", nan),
+            b.get("aget_p95_ms", nan),
+            r.get("speedup_p95", nan),
+            r["peak_rss_mb"],
+        ]
+        print(" ".join(f"{c:>9.1f}" for c in cells))
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=2))
     if args.chart:

@@ -141,7 +141,7 @@ class WorkingMemory(MemoryTier):
         self, items: list[MemoryItem], *, dedupe: bool, vectors: Sequence[np.ndarray] | None = None
     ) -> list[str]:
         tokens = [count_tokens(item.content) for item in items]
-        for item, count in zip(items, tokens, strict=True):
+        for count in tokens:
             if count > self.config.working_token_budget:
                 raise MemoryValidationError(
                     "content", f"{count} tokens exceed the working memory budget of {self.config.working_token_budget}"
