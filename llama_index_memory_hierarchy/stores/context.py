@@ -18,7 +18,10 @@ other process to apply. Only an embedded deployment locks the persist folder.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import fcntl
+import functools
 import logging
 import os
 import threading
@@ -46,6 +49,8 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _OUTBOX_BATCH = 2000
+#: Records in one write from which the freed heap is handed back to the OS afterwards.
+_TRIM_AFTER_RECORDS = 1000
 #: Longest an acquire waits for this process to finish closing the same folder's stores.
 _CLOSE_WAIT_S = 120.0
 #: Background re-drains after a failed index write: attempts and the first delay (doubling).
@@ -347,6 +352,8 @@ class StoreContext:
         await self._acheck_vectors(records)
         ids = await self.records.insert(records, dedupe=dedupe)
         await self._adrain_or_retry({r.item.id: r for r in records})
+        if len(records) >= _TRIM_AFTER_RECORDS:
+            await asyncio.to_thread(_release_free_heap)
         return ids
 
     async def _acheck_vectors(self, records: Sequence[Record]) -> None:
@@ -512,6 +519,27 @@ def _is_store(value: Any) -> bool:
     from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
     return isinstance(value, (BasePydanticVectorStore, VectorIndex))
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, when the C library has it (Linux with glibc)."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+def _release_free_heap() -> None:
+    """Give memory freed by a large write back to the OS.
+
+    A batch of thousands of records allocates transient buffers in several threads (embedding,
+    SQL parameters, vector points); glibc keeps what they free in per-thread arenas, so a flood
+    of batched adds grew the process by several KB per record that was no longer used.
+    """
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
 def _forget_contexts_after_fork() -> None:
