@@ -127,18 +127,23 @@ def _sql_store(records: Any) -> SQLRecordStore:
 
 
 async def space_stats(records: Any) -> dict[str, tuple[int, int]]:
-    """``space -> (records with an embedding, dimension)`` from the record store (one indexed scan)."""
+    """``space -> (records in it, dimension)`` from the record store.
+
+    Counted on the ``(space, seq)`` index alone, so it stays cheap on a large store (a record has a
+    space exactly when it has an embedding); the dimension is read from one row per space.
+    """
     store = _sql_store(records)
     m = memories.c
-    statement = (
-        sa.select(m.space, sa.func.count(), sa.func.max(sa.func.length(m.embedding)))
-        .where(m.embedding.is_not(None), m.space.is_not(None))
-        .group_by(m.space)
-    )
+    counts = sa.select(m.space, sa.func.count()).where(m.space.is_not(None)).group_by(m.space)
 
     async def work(conn: Any) -> dict[str, tuple[int, int]]:
-        rows = (await conn.execute(statement)).all()
-        return {row[0]: (int(row[1]), int(row[2] or 0) // 4) for row in rows}
+        found: dict[str, tuple[int, int]] = {}
+        for space, count in (await conn.execute(counts)).all():
+            size = await conn.execute(
+                sa.select(sa.func.length(m.embedding)).where(m.space == space, m.embedding.is_not(None)).limit(1)
+            )
+            found[space] = (int(count), int(size.scalar() or 0) // 4)
+        return found
 
     return await store.run_transaction(work, write=False, op="space stats")
 
