@@ -337,6 +337,9 @@ class SemanticMemory(StoredTier):
             await self._arebuild(state)
 
     async def _graph_out_of_step(self, state: _UserState) -> bool:
+        keys = getattr(self.graph.store, "relation_keys", None)
+        if keys is not None:  # exact: equal counts can hide a lost write (a crash mid-supersession)
+            return await asyncio.to_thread(keys, self.user_id) != set(state.current)
         counter = getattr(self.graph.store, "count", None)
         if counter is None:  # other stores: check that the nodes are there at all
             if not state.current:

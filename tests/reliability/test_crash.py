@@ -369,3 +369,22 @@ def test_graph_left_behind_by_a_crash_is_repaired_on_first_use(tmp_path: Path) -
         assert [r.name for r in bob.semantic.get_related_entities("Bob")] == ["Chess"]
         assert {r.name for r in alice.semantic.get_related_entities("Alice", depth=2)} == {"Acme", "Lyon"}
         assert_graph_agrees(read_sqlite(folder), folder)
+
+
+def test_graph_that_missed_a_superseding_fact_is_repaired(tmp_path: Path) -> None:
+    """A crash after the records superseded a fact but before the graph did: the old graph has as many
+    relations as there are current facts, so only an exact comparison finds it stale."""
+    import shutil
+
+    folder = tmp_path / "memory_data"
+    with _open(folder, hashing()) as alice:
+        alice.semantic.add_fact("Alice", "lives_in", "Paris")
+    shutil.copy(folder / "graph.db", tmp_path / "graph.before")
+    with _open(folder, hashing()) as alice:
+        alice.semantic.add_fact("Alice", "lives_in", "Berlin")  # supersedes Paris
+    for name in ("graph.db-wal", "graph.db-shm"):
+        (folder / name).unlink(missing_ok=True)
+    shutil.copy(tmp_path / "graph.before", folder / "graph.db")  # the graph write never happened
+    with _open(folder, hashing()) as alice:
+        assert [r.name for r in alice.semantic.get_related_entities("Alice")] == ["Berlin"]
+        assert_graph_agrees(read_sqlite(folder), folder)

@@ -588,6 +588,11 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
             relations = self._read("SELECT COUNT(*) FROM graph_relations WHERE user_id = ?", [user_id])[0][0]
         return {"nodes": int(nodes), "relations": int(relations)}
 
+    def relation_keys(self, user_id: str) -> set[tuple[str, str, str]]:
+        """Every ``(source_id, label, target_id)`` of one user: an exact check against the fact records."""
+        rows = self._read("SELECT source_id, label, target_id FROM graph_relations WHERE user_id = ?", [user_id])
+        return {(str(s), str(label), str(t)) for s, label, t in rows}
+
     # ------------------------------------------------------------------ queries
     def structured_query(self, query: str, param_map: dict[str, Any] | None = None) -> Any:
         """Not supported: this store speaks no query language (use the typed methods)."""
