@@ -44,35 +44,26 @@ class HierarchyMemoryBlock(BaseMemoryBlock[str]):
             await self.memory.aput_messages(messages)
 
 
+#: (name, description, tier, priority, records flushed short-term messages) of each block.
+_BLOCKS = (
+    ("episodic_memory", "Earlier conversations and events of this user.", MemoryType.EPISODIC, 1, True),
+    ("semantic_memory", "Facts about this user and the world.", MemoryType.SEMANTIC, 2, False),
+    ("working_memory", "What matters right now in this session.", MemoryType.WORKING, 3, False),
+)
+
+
 def memory_blocks(memory: HierarchicalMemory, top_k: int | None = None) -> list[HierarchyMemoryBlock]:
     """One block per durable tier plus working memory, most useful first."""
     k = top_k or memory.config.retrieval_top_k
     return [
         HierarchyMemoryBlock(
-            name="episodic_memory",
-            description="Earlier conversations and events of this user.",
+            name=name,
+            description=description,
             memory=memory,
-            memory_types=[MemoryType.EPISODIC],
+            memory_types=[tier],
             top_k=k,
-            priority=1,
-            accept_short_term_memory=True,
-        ),
-        HierarchyMemoryBlock(
-            name="semantic_memory",
-            description="Facts about this user and the world.",
-            memory=memory,
-            memory_types=[MemoryType.SEMANTIC],
-            top_k=k,
-            priority=2,
-            accept_short_term_memory=False,
-        ),
-        HierarchyMemoryBlock(
-            name="working_memory",
-            description="What matters right now in this session.",
-            memory=memory,
-            memory_types=[MemoryType.WORKING],
-            top_k=k,
-            priority=3,
-            accept_short_term_memory=False,
-        ),
+            priority=priority,
+            accept_short_term_memory=accepts,
+        )
+        for name, description, tier, priority, accepts in _BLOCKS
     ]
