@@ -388,3 +388,22 @@ def test_graph_that_missed_a_superseding_fact_is_repaired(tmp_path: Path) -> Non
     with _open(folder, hashing()) as alice:
         assert [r.name for r in alice.semantic.get_related_entities("Alice")] == ["Berlin"]
         assert_graph_agrees(read_sqlite(folder), folder)
+
+
+def test_lost_upsert_and_lost_delete_with_equal_counts_are_repaired(tmp_path: Path, minilm: Any) -> None:
+    """An OS crash that loses both the last upsert and the last delete leaves as many points as records."""
+    import shutil
+
+    folder = tmp_path / "memory_data"
+    with _open(folder, minilm) as memory:
+        old = memory.episodic.add("the boiler was serviced in March")
+    shutil.copytree(folder / "vectors", tmp_path / "vectors.old")
+    with _open(folder, minilm) as memory:
+        new = memory.episodic.add("the boiler needs a new valve")
+        assert memory.episodic.remove(old)
+    shutil.rmtree(folder / "vectors")
+    shutil.copytree(tmp_path / "vectors.old", folder / "vectors")  # one point too many, one missing
+    with _open(folder, minilm) as memory:
+        index = memory.context.runtime.run(memory.context.avector_index())
+        assert memory.context.runtime.run(index.ids()) == {new}
+        assert [i.id for i in memory.episodic.retrieve("boiler", limit=5)] == [new]
