@@ -251,11 +251,15 @@ def crash_rounds(
     rng = random.Random(seed)
     ledger = Ledger()
     deadline = time.monotonic() + budget_s
-    for round_no in range(kills):
-        if round_no and time.monotonic() > deadline:
+    round_no = 0
+    while round_no < kills or (ledger.figures["adds"] == 0 and round_no < kills + 3):
+        if round_no and time.monotonic() > deadline and ledger.figures["adds"]:
             break
-        before_ready = round_no > 0 and rng.random() < 0.2
+        before_ready = 0 < round_no < kills and rng.random() < 0.2
         delay = rng.uniform(0.5, 4.0) if before_ready else rng.uniform(0.05, 2.5)
+        if round_no >= kills:  # a slow machine acknowledged nothing yet: give a writer time to work
+            delay = 6.0
+        round_no += 1
         lines = run_child(folder, rng.randrange(1 << 30), model, delay, before_ready)
         ledger.figures["kills"] += 1
         ledger.figures["kills_during_recovery"] += int(before_ready and "READY" not in lines)
