@@ -22,9 +22,10 @@ from pydantic import Field, PrivateAttr
 
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.ranking.context import fill_budget
 from llama_index_memory_hierarchy.retrieval.retriever import HierarchyRetriever
-from llama_index_memory_hierarchy.retrieval.search import CrossTierSearch
+from llama_index_memory_hierarchy.retrieval.search import CrossTierSearch, asearch
 from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.text import count_tokens
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
@@ -246,8 +247,7 @@ class HierarchicalMemory(BaseMemory):
         return await self._arun(self._asearch(query, limit, memory_types=memory_types, **filters))
 
     async def _asearch(self, query: str, limit: int, **kwargs: Any) -> list[MemoryItem]:
-        assert self._search is not None
-        return await self._search.asearch(query, limit, **kwargs)
+        return await asearch(self, query, limit, **kwargs)
 
     def memory_blocks(self) -> list[Any]:
         """The tiers as ``BaseMemoryBlock``s for ``llama_index.core.memory.Memory(memory_blocks=...)``."""
@@ -295,6 +295,7 @@ class HierarchicalMemory(BaseMemory):
         """Async twin of :meth:`reset`."""
         await self._arun(self._areset())
 
+    @traced("put")
     async def _aput_messages(self, messages: Sequence[ChatMessage], *, dedupe: bool = False) -> list[str]:
         if not isinstance(messages, (list, tuple)):
             raise MemoryValidationError("messages", f"expected a list of ChatMessage, got {type(messages).__name__}")
@@ -381,6 +382,7 @@ class HierarchicalMemory(BaseMemory):
         """Async twin of :meth:`get`."""
         return await self._arun(self._aget(input, **kwargs))
 
+    @traced("get")
     async def _aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
         history = await self._ahistory()
         compressor = self._manager.compressor  # older turns beyond the budget fold into a running summary

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.ranking.selection import (
     Choice,
     information_words,
@@ -384,6 +385,22 @@ class CrossTierSearch:
             confidence = 1.0
         factor = 0.5 + 0.5 * confidence
         return factor * HISTORY_FACTOR if item.metadata.get("invalid_at") else factor
+
+
+@traced("retrieve")
+async def asearch(
+    memory: HierarchicalMemory,
+    query: str,
+    limit: int = 5,
+    *,
+    memory_types: Sequence[MemoryType | str] | None = None,
+    exclude: Collection[str] = (),
+    **filters: Any,
+) -> list[MemoryItem]:
+    """:meth:`CrossTierSearch.asearch` of ``memory`` (one traced ``retrieve`` span per search)."""
+    search = memory._search
+    assert search is not None
+    return await search.asearch(query, limit, memory_types=memory_types, exclude=exclude, **filters)
 
 
 def ranked_score(choice: Choice) -> float:
