@@ -421,12 +421,14 @@ class HierarchicalMemory(BaseMemory):
             return self._context_cache[1]
         limit = self.config.retrieval_top_k
         profile_limit = min(self._manager.settings.profile_token_limit, self.config.memory_context_token_limit // 2)
-        # a few spare candidates, so that a line too long for what is left of the budget leaves room to the next
-        recall = self._asearch(query, 2 * limit, exclude=exclude)
+        # spare candidates: the history window is ranked too (so that what repeats it collapses into it) and
+        # dropped, and a line too long for what is left of the budget leaves room to the next
+        recall = self._asearch(query, 2 * limit + min(len(exclude), 2 * limit))
         try:
             items, profile = await asyncio.gather(recall, self._manager.aprofile_text(profile_limit))
         except MemoryValidationError:
             items, profile = [], await self._manager.aprofile_text(profile_limit)
+        items = [item for item in items if item.id not in exclude]
         budget = self.config.memory_context_token_limit - count_tokens(MEMORY_HEADER) - 1
         if profile:
             budget -= count_tokens(profile) + 2

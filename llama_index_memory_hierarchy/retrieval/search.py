@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -139,13 +139,10 @@ class CrossTierSearch:
         limit: int = 5,
         *,
         memory_types: Sequence[MemoryType | str] | None = None,
-        exclude: Collection[str] = (),
         **filters: Any,
     ) -> list[MemoryItem]:
         """Sync twin of :meth:`asearch`."""
-        return self.memory.context.runtime.run(
-            self._asearch(query, limit, memory_types=memory_types, exclude=exclude, **filters)
-        )
+        return self.memory.context.runtime.run(self._asearch(query, limit, memory_types=memory_types, **filters))
 
     async def asearch(
         self,
@@ -153,18 +150,14 @@ class CrossTierSearch:
         limit: int = 5,
         *,
         memory_types: Sequence[MemoryType | str] | None = None,
-        exclude: Collection[str] = (),
         **filters: Any,
     ) -> list[MemoryItem]:
         """The best ``limit`` memories for ``query`` from ``memory_types`` (default: every tier), best first.
 
         ``filters`` are :class:`~llama_index_memory_hierarchy.types.MemoryFilter` keys plus
-        ``include_history`` (superseded facts too); ``exclude`` drops these ids (the history the
-        caller shows anyway). Each item has ``score`` and ``explanation`` set.
+        ``include_history`` (superseded facts too). Each item has ``score`` and ``explanation`` set.
         """
-        return await self.memory.context.runtime.arun(
-            self._asearch(query, limit, memory_types=memory_types, exclude=exclude, **filters)
-        )
+        return await self.memory.context.runtime.arun(self._asearch(query, limit, memory_types=memory_types, **filters))
 
     # ------------------------------------------------------------------ the search
     async def _asearch(
@@ -173,7 +166,6 @@ class CrossTierSearch:
         limit: int,
         *,
         memory_types: Sequence[MemoryType | str] | None,
-        exclude: Collection[str],
         **filters: Any,
     ) -> list[MemoryItem]:
         query = validate_content(query, "query")
@@ -181,15 +173,12 @@ class CrossTierSearch:
         types = memory_types_of(memory_types)
         include_history = bool(filters.pop("include_history", False))
         flt = MemoryFilter.from_kwargs(**filters)
-        excluded = set(exclude)
         if self._pending is not None:  # the access bumps of the previous search land first
             pending, self._pending = self._pending, None
             await asyncio.gather(pending, return_exceptions=True)
         context = self.memory.context
         vector = await context.embeddings.aembed_query(query)
-        candidates = await self._acandidates(query, vector, types, flt, limit + len(excluded), include_history)
-        for memory_id in excluded:
-            candidates.pop(memory_id, None)
+        candidates = await self._acandidates(query, vector, types, flt, limit, include_history)
         if not candidates:
             return []
         ranked = self._score(query, list(candidates.values()), limit)
@@ -394,13 +383,12 @@ async def asearch(
     limit: int = 5,
     *,
     memory_types: Sequence[MemoryType | str] | None = None,
-    exclude: Collection[str] = (),
     **filters: Any,
 ) -> list[MemoryItem]:
     """:meth:`CrossTierSearch.asearch` of ``memory`` (one traced ``retrieve`` span per search)."""
     search = memory._search
     assert search is not None
-    return await search.asearch(query, limit, memory_types=memory_types, exclude=exclude, **filters)
+    return await search.asearch(query, limit, memory_types=memory_types, **filters)
 
 
 def ranked_score(choice: Choice) -> float:

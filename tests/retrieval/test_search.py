@@ -159,8 +159,10 @@ def test_explanations_add_up_and_ranking_is_deterministic(memory: HierarchicalMe
     for item in first:
         assert sum(item.explanation.values()) == pytest.approx(item.score, abs=1e-4)
     assert [i.score for i in first] == sorted((i.score for i in first), reverse=True)
-    again = [memory.search("Where does Alice live?", limit=5) for _ in range(3)]
-    assert all([(i.id, i.score) for i in run] == [(i.id, i.score) for i in first] for run in again)
+    for _ in range(3):  # the same state and query: the same ranking (recency only moves with the clock)
+        again = memory.search("Where does Alice live?", limit=5)
+        assert [i.id for i in again] == [i.id for i in first]
+        assert [i.score for i in again] == pytest.approx([i.score for i in first], abs=1e-3)
     stored = memory.semantic.get(first[0].id)
     assert stored is not None and stored.explanation is None  # never persisted
 
