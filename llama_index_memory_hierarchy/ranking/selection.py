@@ -69,12 +69,6 @@ def is_content_free(words: frozenset[str], matched_query: bool) -> bool:
     return not matched_query and len(words) <= 2
 
 
-def _cosine(a: np.ndarray | None, b: np.ndarray | None) -> float:
-    if a is None or b is None or a.shape != b.shape:
-        return 0.0
-    return float(np.dot(a, b))
-
-
 def _order(choice: Choice) -> tuple[bool, float, tuple[float, ...], str]:
     return (not choice.content_free, choice.score - choice.penalty, choice.tiebreak, choice.key)
 
@@ -87,20 +81,33 @@ def select(choices: Iterable[Choice], limit: int, *, diversity: float = DIVERSIT
     equal values fall back to ``tiebreak``, then ``key``.
     """
     pool = sorted(choices, key=_order, reverse=True)
+    if not pool:
+        return []
     top = max((c.score for c in pool), default=0.0) or 1.0
+    dims = {c.vector.shape for c in pool if c.vector is not None}
+    dim = dims.pop() if len(dims) == 1 else None
+    # cosine to the closest chosen memory, per candidate, kept up to date as choices are made
+    vectors = np.stack([c.vector if c.vector is not None and dim else np.zeros(dim or 1) for c in pool])
+    closest = np.zeros(len(pool))
+    alive = list(range(len(pool)))
     chosen: list[Choice] = []
-    while pool and len(chosen) < limit:
+
+    def take(index: int) -> None:
+        candidate = pool[index]
+        chosen.append(candidate)
+        if dim is not None and candidate.vector is not None:
+            np.maximum(closest, vectors @ candidate.vector, out=closest)
+
+    while alive and len(chosen) < limit:
         if chosen and diversity:
-            for candidate in pool:
-                closest = max(_cosine(candidate.vector, c.vector) for c in chosen)
-                candidate.penalty = diversity * top * max(closest, 0.0) ** 2
-            pool.sort(key=_order, reverse=True)
-        candidate = pool.pop(0)
-        if any(
-            (candidate.identity and candidate.identity == c.identity)
-            or _cosine(candidate.vector, c.vector) >= NEAR_DUPLICATE_COSINE
-            for c in chosen
-        ):
+            for i in alive:
+                pool[i].penalty = diversity * top * max(float(closest[i]), 0.0) ** 2
+        best = max(alive, key=lambda i: _order(pool[i]))
+        alive.remove(best)
+        candidate = pool[best]
+        if closest[best] >= NEAR_DUPLICATE_COSINE and pool[best].vector is not None:
+            continue
+        if candidate.identity and any(candidate.identity == c.identity for c in chosen):
             continue
         related = [c for c in chosen if c.key in candidate.related or candidate.key in c.related]
         if related and all(novelty(candidate.words, r.words) < MIN_NOVELTY for r in related):
@@ -109,7 +116,10 @@ def select(choices: Iterable[Choice], limit: int, *, diversity: float = DIVERSIT
         if covered:  # says all that the chosen one did, and more: takes its slot
             candidate.covers = covered[0]
             slot = chosen.index(covered[0])
-            chosen = [candidate if i == slot else c for i, c in enumerate(chosen) if i == slot or c not in covered]
+            kept = [candidate if i == slot else c for i, c in enumerate(chosen) if i == slot or c not in covered]
+            chosen.clear()
+            take(best)
+            chosen[:] = kept
             continue
-        chosen.append(candidate)
+        take(best)
     return chosen

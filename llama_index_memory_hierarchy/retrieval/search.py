@@ -28,6 +28,7 @@ bumps of a search are applied before the next search of the same user reads.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ from llama_index_memory_hierarchy.retrieval.pipeline import (
     has_temporal_intent,
     has_time_expression,
     keyword_terms,
+    light_stem,
     mentioned_names,
     time_score,
 )
@@ -119,6 +121,15 @@ def memory_types_of(memory_types: Sequence[MemoryType | str] | MemoryType | str 
     if not wanted:
         raise MemoryValidationError("memory_types", "name at least one tier")
     return [t for t in MemoryType if t in wanted]
+
+
+@functools.lru_cache(maxsize=8192)
+def _text_profile(content: str) -> tuple[frozenset[str], frozenset[str], str, bool]:
+    """What ranking reads from a memory's text, once per distinct text: its content words, their stems,
+    its identity (normalised text) and whether it mentions a time."""
+    words = information_words(keyword_tokens(content), QUERY_STOPWORDS)
+    stems = frozenset(light_stem(word) for word in words)
+    return words, stems, normalised_text(content), has_time_expression(content)
 
 
 def _speaker(item: MemoryItem) -> str | None:
@@ -297,7 +308,7 @@ class CrossTierSearch:
             base = w_kw * cand.keyword + w_dense * (cand.dense + cand.cross_modal)
             entity = weights.entity * entity_boost(_speaker(item), item.content, named) if named else 0.0
             when = weights.time * time_score(item.timestamp, hints) if hints else 0.0
-            if temporal and has_time_expression(item.content):
+            if temporal and _text_profile(item.content)[3]:
                 when += weights.temporal
             graph = graph_weight * cand.graph
             cand.parts = {
@@ -311,8 +322,6 @@ class CrossTierSearch:
         best = max(sum(c.parts.values()) for c in candidates) or 1.0
         total = (config.relevance_weight + config.recency_weight + config.importance_weight) or 1.0
         relevance_scale = config.relevance_weight / (best * total)
-        choices: list[Choice] = []
-        by_key: dict[str, _Candidate] = {}
         for cand in candidates:
             item = cand.item
             parts = {name: value * relevance_scale for name, value in cand.parts.items()}
@@ -321,19 +330,25 @@ class CrossTierSearch:
             parts["importance"] = config.importance_weight * item.importance / total
             pre = sum(parts.values())
             parts["tier_evidence"] = (self._evidence(item) - 1.0) * pre
-            words = information_words(keyword_tokens(item.content), QUERY_STOPWORDS)
+            cand.parts = parts
+        # what selection may pick: far more than it needs (redundancy only lowers scores), not the whole pool
+        candidates.sort(key=lambda c: (sum(c.parts.values()), c.item.id), reverse=True)
+        choices: list[Choice] = []
+        by_key: dict[str, _Candidate] = {}
+        for cand in candidates[: max(4 * limit, 20)]:
+            item, parts = cand.item, cand.parts
+            words, stems, identity, _ = _text_profile(item.content)
             free = is_content_free(words, bool(words & query_words))  # its own words: keyword text has neighbours
             if free:
-                parts["content_free"] = -(1.0 - CONTENT_FREE_FACTOR) * (pre + parts["tier_evidence"])
-            cand.parts = parts
+                parts["content_free"] = -(1.0 - CONTENT_FREE_FACTOR) * sum(parts.values())
             sources = item.metadata.get("source_ids")
             related = frozenset(s for s in sources if isinstance(s, str)) if isinstance(sources, list) else frozenset()
             choices.append(
                 Choice(
                     key=item.id,
                     score=sum(parts.values()),
-                    words=frozenset(index_terms(" ".join(words))),
-                    identity=normalised_text(item.content),
+                    words=stems,
+                    identity=identity,
                     vector=cand.vector,
                     related=related,
                     content_free=free,
