@@ -38,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path[:0] = [str(HERE), str(REPO)]
 
-from embed_cache import CachedEmbedder  # noqa: E402
+from embed_cache import CachedEmbedder, as_llama_embedding  # noqa: E402
 from locomo_data import CATEGORY_NAMES, QA, Conversation, Slot, Turn, load_locomo, score_rankings  # noqa: E402
 from locomo_retrievers import (  # noqa: E402
     BM25Baseline,
@@ -119,10 +119,12 @@ class HierarchySystem:
 
     name = "episodic"
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, embedder: CachedEmbedder | None = None) -> None:
         self.root = root
         self._memory: Any = None
         self._count = 0
+        # with the benchmark's cache, the library embeds through it (same model, same vectors)
+        self._embed_model = as_llama_embedding(embedder) if embedder is not None and embedder.use_cache else None
 
     def index(self, turns: Sequence[Turn]) -> None:
         from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
@@ -132,7 +134,7 @@ class HierarchySystem:
         self._count += 1
         user = f"{self.name}-{self._count}"
         self._memory = HierarchicalMemory.from_defaults(
-            user_id=user, session_id="locomo", persist_dir=str(self.root / user)
+            user_id=user, session_id="locomo", persist_dir=str(self.root / user), embed_model=self._embed_model
         )
         items = [
             MemoryItem.create(
@@ -253,9 +255,9 @@ def make_system(name: str, embedder: CachedEmbedder, workdir: Path) -> Retriever
     if name == "pipeline":
         return PipelineRetriever(BEST, embedder)
     if name == "episodic":
-        return HierarchySystem(workdir)
+        return HierarchySystem(workdir, embedder)
     if name == "hierarchy":
-        return WholeHierarchySystem(workdir)
+        return WholeHierarchySystem(workdir, embedder)
     raise SystemExit(f"unknown system {name!r}; choose from {', '.join(ALL_SYSTEMS)}")
 
 
