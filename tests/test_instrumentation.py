@@ -162,3 +162,10 @@ def test_a_failing_operation_drops_its_span(
     with pytest.raises(MemoryValidationError):
         memory.put_messages("not a list")  # type: ignore[arg-type]
     assert any(s.id_.startswith("HierarchicalMemory.put") for s in spans.dropped_spans)
+
+
+def test_trace_contents_is_off_by_default_and_read_from_the_environment() -> None:
+    from llama_index_memory_hierarchy.config import MemoryConfig
+
+    assert MemoryConfig().trace_contents is False
+    assert MemoryConfig.from_env(environ={"LMH_TRACE_CONTENTS": "1"}).trace_contents is True
