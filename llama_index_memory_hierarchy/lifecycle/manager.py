@@ -50,6 +50,7 @@ from llama_index_memory_hierarchy.types import (
 
 if TYPE_CHECKING:
     from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
+    from llama_index_memory_hierarchy.lifecycle.deletion import DeletionReport
     from llama_index_memory_hierarchy.lifecycle.erasure import ErasureReport
     from llama_index_memory_hierarchy.lifecycle.portability import ExportReport, ImportReport
     from llama_index_memory_hierarchy.stores.context import StoreContext
@@ -483,7 +484,17 @@ class MemoryManager:
             await self.context.drain_outbox()
         return found or record is not None
 
-    # ------------------------------------------------------------------ erasure and portability
+    # ------------------------------------------------------------------ deletion, erasure and portability
+    async def aforget_memories(self, ids: Sequence[str]) -> DeletionReport:
+        """Delete memories by id from every tier, with everything derived from them; see :mod:`.deletion`."""
+        from llama_index_memory_hierarchy.lifecycle.deletion import adelete_memories
+
+        return await adelete_memories(self.context, self.user_id, ids)
+
+    def forget_memories(self, ids: Sequence[str]) -> DeletionReport:
+        """Sync twin of :meth:`aforget_memories`."""
+        return self._run(self.aforget_memories(ids))
+
     async def aforget_user(self, user_id: str | None = None, *, compact: bool = True) -> ErasureReport:
         """Remove a user (default: this one) from every store; see :mod:`.erasure`."""
         from llama_index_memory_hierarchy.lifecycle.erasure import aerase_user

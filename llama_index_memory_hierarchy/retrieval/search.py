@@ -38,6 +38,7 @@ import numpy as np
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
+from llama_index_memory_hierarchy.language import query_stopwords
 from llama_index_memory_hierarchy.ranking.selection import (
     Choice,
     information_words,
@@ -48,7 +49,6 @@ from llama_index_memory_hierarchy.ranking.selection import (
 from llama_index_memory_hierarchy.retrieval.fusion import recency
 from llama_index_memory_hierarchy.retrieval.pipeline import (
     DEFAULT_RECIPE,
-    QUERY_STOPWORDS,
     entity_boost,
     extract_time_hints,
     has_temporal_intent,
@@ -127,7 +127,7 @@ def memory_types_of(memory_types: Sequence[MemoryType | str] | MemoryType | str 
 def _text_profile(content: str) -> tuple[frozenset[str], frozenset[str], str, bool]:
     """What ranking reads from a memory's text, once per distinct text: its content words, their stems,
     its identity (normalised text) and whether it mentions a time."""
-    words = information_words(keyword_tokens(content), QUERY_STOPWORDS)
+    words = information_words(keyword_tokens(content), query_stopwords())
     stems = frozenset(light_stem(word) for word in words)
     return words, stems, normalised_text(content), has_time_expression(content)
 
@@ -301,7 +301,7 @@ class CrossTierSearch:
         named = mentioned_names(query, names) if names else set()
         hints = extract_time_hints(query, now)
         temporal = has_temporal_intent(query)
-        query_words = information_words(keyword_tokens(query), QUERY_STOPWORDS)
+        query_words = information_words(keyword_tokens(query), query_stopwords())
         w_kw, w_dense = DEFAULT_RECIPE.keyword_weight, DEFAULT_RECIPE.dense_weight
         for cand in candidates:
             item = cand.item
