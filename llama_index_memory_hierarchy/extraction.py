@@ -120,7 +120,7 @@ def _base_form(verb: str) -> str | None:
         return "have"
     if verb.endswith("ies") and len(verb) > 4:
         return verb[:-3] + "y"
-    if re.search(r"(?:ss|sh|ch|x|z|o)es$", verb):
+    if re.search(r"(?:ss|sh|ch|x|zz|o)es$", verb):
         return verb[:-2]
     if verb.endswith("s") and not verb.endswith("ss") and len(verb) > 2:
         return verb[:-1]
@@ -369,6 +369,9 @@ class _SpacyReader:
         if ent is not None:
             if ent.label_ in _SKIP_ENTITY_TYPES or ent.root.pos_ != "PROPN":
                 return None
+            title = self.doc[ent.start - 1] if ent.start > 0 else None
+            if title is not None and title.lower_.rstrip(".") in {"mr", "mrs", "ms", "dr", "prof", "miss"}:
+                return f"{title.text} {ent.text}", "PERSON"
             return ent.text, "PERSON" if ent.label_ == "PERSON" else "ENTITY"
         if token.pos_ == "PROPN":
             return self._join(
@@ -392,15 +395,19 @@ class _SpacyReader:
             and (ent.label_ in {"DATE", "TIME"} or token.pos_ != "NOUN")
         ):
             return None
+        if ent is not None and ent.label_ in {"DATE", "TIME"} and allow_dates:
+            return ent.text, "CONCEPT"
         if ent is not None and ent.root.i == token.i and ent.label_ not in _SKIP_ENTITY_TYPES:
-            return ent.text, "PERSON" if ent.label_ == "PERSON" else "ENTITY"
+            lefts = [t for t in token.lefts if t.dep_ == "compound" and t.pos_ == "PROPN" and t.i < ent.start]
+            words = [*lefts, *ent, *self._prep_words(token)]
+            return self._join(words), "PERSON" if ent.label_ == "PERSON" and len(words) == len(ent) else "ENTITY"
         if token.pos_ == "PROPN" and ent is None:
             return self.named(token)
         words = self._noun_words(token) if token.pos_ != "VERB" else self._gerund_words(token)
         if not words:
             return None
         text = self._join(words)
-        if text.lower() in _VAGUE_OBJECTS:
+        if text.lower() in _VAGUE_OBJECTS or any(w.lower_ in {"same", "other", "such"} for w in words):
             return None
         return text, "CONCEPT"
 
@@ -417,12 +424,19 @@ class _SpacyReader:
         for child in token.rights:
             if child.dep_ in {"flat", "compound"} or (child.tag_ == "HYPH" and child.i == token.i + 1):
                 words.append(child)
-            elif with_preps and child.dep_ == "prep" and child.lower_ in _OBJECT_PREPS:
+        return words + (self._prep_words(token) if with_preps else [])
+
+    def _prep_words(self, token: Any) -> list[Any]:
+        """ "at Acme" of "a data engineer at Acme": prepositional phrases that belong to an object."""
+        words: list[Any] = []
+        for child in token.rights:
+            if child.dep_ == "prep" and child.lower_ in _OBJECT_PREPS:
                 pobj = next((c for c in child.children if c.dep_ == "pobj"), None)
-                if pobj is not None and pobj.pos_ not in {"PRON"}:
-                    if self.ent_of.get(pobj.i) is not None and self.ent_of[pobj.i].label_ in {"DATE", "TIME"}:
-                        continue
-                    words += [child, *self._noun_words(pobj, with_preps=False)]
+                if pobj is None or pobj.pos_ == "PRON":
+                    continue
+                if self.ent_of.get(pobj.i) is not None and self.ent_of[pobj.i].label_ in {"DATE", "TIME"}:
+                    continue
+                words += [child, *self._noun_words(pobj, with_preps=False)]
         return words
 
     def _gerund_words(self, verb: Any) -> list[Any]:
@@ -499,7 +513,7 @@ class _SpacyReader:
                 return True
             if child.dep_ == "advmod" and child.lower_ in _HEDGES:
                 return True
-            if child.dep_ == "mark" and child.lower_ in _SINGLE_CLAUSE_MARKS:
+            if child.dep_ in {"mark", "advmod"} and child.lower_ in _SINGLE_CLAUSE_MARKS and child.i < verb.i:
                 return True
         if verb.dep_ == "conj" and verb.head is not verb:
             return self._uncertain(verb.head) and not any(c.dep_ == "nsubj" for c in verb.children)
@@ -511,9 +525,11 @@ class _SpacyReader:
             return []
         negated = self._negated(verb)
         subject = self.named(subject_token)
+        if subject is None and verb.lemma_.lower() in _REQUEST_VERBS:  # "My boss told me to call the supplier"
+            return self._verb((subject_token.text, "ENTITY"), verb, negated, prefix=None)
         if subject is None:
             return self._possessive_subject(verb, subject_token, negated)
-        if subject[1] == "PERSON" and subject[0] != USER_ENTITY:
+        if subject[0] != USER_ENTITY and subject_token.lower_ not in _PERSON_PRONOUNS:
             self.people.append(subject[0])
         if verb.lemma_ == "be" and not any(c.dep_ == "acomp" and c.tag_ == "VBN" for c in verb.children):
             return self._copula(subject, verb, negated)
@@ -546,6 +562,10 @@ class _SpacyReader:
         lemma = verb.lemma_.lower()
         dobjs = [c for c in verb.children if c.dep_ in {"dobj", "obj"}]
         xcomps = [c for c in verb.children if c.dep_ == "xcomp" and c.pos_ in {"VERB", "AUX"}]
+        if lemma in _PREFERENCE_VERBS and not dobjs:  # "I love hiking", the gerund parsed as a noun
+            dobjs = [c for c in verb.children if c.dep_ == "xcomp" and c.pos_ == "NOUN"]
+        if lemma in _ASPECT_VERBS and not xcomps:  # "I quit smoking cigarettes"
+            xcomps = [c for c in dobjs if c.tag_ == "VBG"]
         out: list[ExtractedFact | None] = []
         if xcomps and prefix is None:
             xcomp = xcomps[0]
@@ -637,12 +657,13 @@ class _SpacyReader:
 
     def _attribute(self, subject: tuple[str, str], attr: Any, negated: bool) -> list[ExtractedFact | None]:
         """ "X is Y's Z" / "X is the Z of Y" -> (X, Z_of, Y); "I'm Zhang San" -> named; "X is a Z" -> (X, is, Z)."""
-        if attr.pos_ == "PROPN" and not any(c.dep_ == "det" for c in attr.children):
+        role = any(c.dep_ in {"det", "poss"} or (c.dep_ == "prep" and c.lower_ == "of") for c in attr.children)
+        if attr.pos_ == "PROPN" and not role:
             name = self.named(attr)
             if name is not None and subject[0] == USER_ENTITY and not negated:
                 return [self._make(subject, NAME_PREDICATE, (name[0], "PERSON"))]
             return []
-        if attr.pos_ != "NOUN":
+        if attr.pos_ not in {"NOUN", "PROPN"}:
             return []
         for child in attr.children:
             owner_token = None
@@ -669,6 +690,11 @@ class _SpacyReader:
             return []
         preps = [c for c in adj.children if c.dep_ == "prep"]
         out: list[ExtractedFact | None] = []
+        infinitive = next((c for c in adj.children if c.dep_ == "xcomp" and c.i == adj.i + 2), None)
+        if not preps and infinitive is not None and self.doc[adj.i + 1].lower_ == "to":  # "allergic to shellfish"
+            predicate = normalize_predicate(f"is_{lemma}_to")
+            obj = (infinitive.text, "CONCEPT")
+            return [self._make(subject, negate_predicate(predicate) if negated else predicate, obj)]
         for prep in preps:
             for pobj in prep.children:
                 if pobj.dep_ != "pobj":
@@ -730,6 +756,7 @@ class _SpacyReader:
                     continue
                 relation = RELATION_NOUNS.get(role.lemma_.lower(), f"{role.lemma_.lower()}_of")
                 out.append(self._make(name, relation, owner, CONFIDENCE_APPOSITION))
+                self.people.append(name[0])
         return out
 
     def _make(
@@ -918,6 +945,18 @@ def _posseg() -> Any:
     return _jieba_pseg
 
 
+def _verb_object(word: str, flag: str) -> bool:
+    """ "喝酒", "弹钢琴": a relation verb and its object written as one word (not "学生", "打算")."""
+    if word in ZH_VERBS or word in _ZH_CONTROL or word in _ZH_REQUESTS or word in ZH_RELATIONS or len(word) < 2:
+        return False
+    return word[0] in ZH_VERBS and (flag.startswith("v") or len(word) > 2)
+
+
+def _verbal(pair: tuple[str, str]) -> bool:
+    word, flag = pair
+    return flag.startswith("v") or word in ZH_VERBS or _verb_object(word, flag)
+
+
 class _ChineseReader:
     """Clause patterns over jieba part-of-speech tags: subject, negation/modality, relation verb, object."""
 
@@ -957,6 +996,9 @@ class _ChineseReader:
                 continue
             if len(word) > 1 and word[0] == "我" and flag != "r":  # "我会" tagged as one noun
                 words += [("我", "r"), (word[1:], "v" if word[1:] in ZH_VERBS or word[1:] == "会" else flag)]
+                continue
+            if len(word) > 1 and word[0] in "不没" and (word[1:] in ZH_VERBS or word[1:] in _ZH_LIVE):  # "不吃"
+                words += [(word[0], "d"), (word[1:], "v")]
                 continue
             if flag in _JIEBA_TYPES and len(word) > 1:
                 self.entities.setdefault(word, ExtractedEntity(name=word, type=_JIEBA_TYPES[flag]))
@@ -1028,7 +1070,11 @@ class _ChineseReader:
                 end += 1
                 continue
             break
-        while end > begin and (words[end - 1][0] == "的" or words[end - 1][1] in {"a", "r", "b"}):
+        if end == begin and begin < len(words) and words[begin][1] == "a" and len(words[begin][0]) > 1:
+            end = begin + 1  # a lone two-character word tagged as an adjective ("可乐", "微软")
+        while end > begin + 1 and (words[end - 1][0] == "的" or words[end - 1][1] in {"a", "r", "b"}):
+            end -= 1
+        if words[end - 1][0] == "的" if end > begin else False:
             end -= 1
         if end == begin:
             return None, start
@@ -1056,6 +1102,12 @@ class _ChineseReader:
     def _clause(self, words: list[tuple[str, str]], inherited: tuple[str, str] | None) -> tuple[str, str] | None:
         subject, i = self._subject(words)
         if subject is None:
+            request = next((k for k, (w, _) in enumerate(words) if w in _ZH_REQUESTS), None)
+            if request is not None and request + 1 < len(words):  # "老板让我整理会议记录": whoever asks
+                agent = self._person(*words[request + 1])
+                if agent is not None:
+                    self._predicate(agent, words, request + 2, negated=False, prefix="asked_to")
+                return None
             if i >= len(words) or words[0][0] in ZH_RELATIONS:
                 return None
             subject, i = inherited, 0
@@ -1088,11 +1140,15 @@ class _ChineseReader:
             elif word == "不是":
                 negated = True
                 break
-            elif word in _ZH_CONTROL and prefix is None and i + 1 < len(words) and words[i + 1][1].startswith("v"):
+            elif word in _ZH_CONTROL and prefix is None and i + 1 < len(words) and _verbal(words[i + 1]):
                 prefix = _ZH_CONTROL[word]
             elif word == "会" and i + 1 < len(words) and words[i + 1][1].startswith("v"):
                 pass  # ability: "我会说法语" states the skill
-            elif not (flag.startswith(_ZH_MODIFIER_FLAGS) or word in {"已经", "还", "也", "都", "最", "一直", "现在"}):
+            elif not (
+                flag.startswith(_ZH_MODIFIER_FLAGS)
+                or word in {"已经", "还", "也", "都", "最", "一直", "现在"}
+                or (flag == "r" and word.startswith("每"))
+            ):
                 break
             i += 1
         if i >= len(words):
@@ -1107,7 +1163,10 @@ class _ChineseReader:
                 )
             return negate_predicate(normalize_predicate(predicate)) if negated else predicate
 
-        if word in {"是", "不是"}:
+        if negated and words[i - 1][0] in {"没有", "没"} and word not in ZH_VERBS and not flag.startswith("v"):
+            obj, _ = self._object(words, i)  # "我没有车"
+            self._add(subject, relation("has"), obj)
+        elif word in {"是", "不是"}:
             self._copula(subject, words, rest, negated or word == "不是")
         elif word in {"叫", "名叫", "叫做"} and subject[0] == USER_ENTITY and not negated:
             obj, _ = self._object(words, rest)
@@ -1138,13 +1197,13 @@ class _ChineseReader:
             obj, _ = self._object(words, rest)
             if obj is not None:
                 self._add(subject, relation("works_as"), obj)
-        elif flag.startswith("v") or word in ZH_VERBS:
+        elif _verbal((word, flag)):
             self._verb(subject, words, i, relation)
 
     def _verb(self, subject: tuple[str, str], words: list[tuple[str, str]], i: int, relation: Any) -> None:
         word, _ = words[i]
         rest = i + 1
-        if word not in ZH_VERBS and len(word) > 1 and word[0] in ZH_VERBS:  # "喝酒", "打篮球": verb + object
+        if _verb_object(word, words[i][1]):  # "喝酒", "打篮球": verb + object
             predicate, obj = ZH_VERBS[word[0]], (word[1:], "CONCEPT")
             self._add(subject, relation(predicate), obj)
             return
