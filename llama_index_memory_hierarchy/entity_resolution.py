@@ -223,6 +223,14 @@ class EntityRegistry:
         for token in name_tokens(alias):
             self._tokens.setdefault(token, set()).add(entity.id)
 
+    def absorb(self, keep: Entity, other: Entity) -> None:
+        """Fold ``other`` into ``keep``: its names become aliases of ``keep`` and it leaves the registry."""
+        aliases = set(other.aliases)
+        self.remove(other.id)
+        for alias in aliases:
+            self._alias.pop(alias, None)
+            self._index(keep, alias)
+
     def remove(self, entity_id_: str) -> None:
         entity = self.entities.pop(entity_id_, None)
         if entity is None:

@@ -52,6 +52,7 @@ from llama_index_memory_hierarchy.entity_resolution import (
     EntityResolver,
     name_tokens,
     normalize_name,
+    types_compatible,
 )
 from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreError
 from llama_index_memory_hierarchy.extraction import (
@@ -506,12 +507,11 @@ class SemanticMemory(StoredTier):
             named = set()
             for position, fact in enumerate(inputs):
                 mentions += [(fact.subject, fact.subject_type), (fact.object, fact.object_type)]
-                if (
-                    fact.predicate == NAME_PREDICATE
-                    and fact.subject == USER_ENTITY
-                    and self.resolver.name_user(registry, fact.object)
-                ):
-                    named.add(position)
+                if fact.predicate == NAME_PREDICATE and fact.subject == USER_ENTITY:
+                    if not self.resolver.name_user(registry, fact.object):
+                        await self._amerge_into_user(state, fact.object)
+                    if self.resolver.name_user(registry, fact.object):
+                        named.add(position)
             resolved = await self.resolver.aresolve(registry, mentions, self.context.embeddings.aembed_texts)
             now = utcnow()
             ids: list[str | None] = []
@@ -634,6 +634,42 @@ class SemanticMemory(StoredTier):
                 raise
             await self._amirror(state, [*new, *changed.values()], ended)
             return ids
+
+    async def _amerge_into_user(self, state: _UserState, name: str) -> None:
+        """The user introduced themselves by a name an entity already has: that entity is the user.
+
+        Its facts are re-pointed to the user's entity (records updated, graph rebuilt); an entity
+        of another strong type (a place or an organisation of that name) is left alone.
+        """
+        registry = state.registry
+        assert registry is not None
+        other = registry.by_alias(normalize_name(name))
+        user = self.resolver.user(registry)
+        if other is None or other.id == user.id or not types_compatible(other.type, "PERSON"):
+            return
+        moved = []
+        for fact_id in sorted(state.by_entity.get(other.id, ())):
+            fact = state.unindex(fact_id)
+            if fact is None:
+                continue
+            for side in ("subject", "object"):
+                if getattr(fact, f"{side}_id") == other.id:
+                    setattr(fact, f"{side}_id", user.id)
+                    fact.metadata = {**fact.metadata, f"{side}_id": user.id, f"{side}_type": "PERSON"}
+            state.index(fact)
+            moved.append(fact)
+        registry.absorb(user, other)
+        state.by_entity.pop(other.id, None)
+        for fact in moved:
+            await self.context.records.update(self.user_id, fact.id, metadata=fact.metadata)
+        if moved:
+            await self.context.drain_outbox()
+        logger.info("semantic memory of %s: %r is the user; %d facts moved to the user", self.user_id, name, len(moved))
+        try:
+            await self._arebuild(state)
+        except Exception as exc:
+            logger.error("semantic memory of %s: graph rebuild failed (%s); retried on next load", self.user_id, exc)
+            state.loaded = False
 
     async def _amirror(self, state: _UserState, touched: Iterable[_Fact], ended: Iterable[_Fact]) -> None:
         """Bring the graph in step after a change (records already committed)."""

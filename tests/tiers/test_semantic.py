@@ -319,3 +319,17 @@ def test_chinese_user_name_is_the_user(make_memory) -> None:
     user = semantic.get_entity("我") or semantic.get_entity("User")
     assert user is not None and semantic.get_entity("张三").id == user.id
     assert {("User", "lives_in", "北京"), ("张三", "likes", "咖啡")} <= triples(semantic.get_facts("User"))
+
+
+def test_a_name_known_before_the_user_introduces_themselves_becomes_the_user(make_memory) -> None:
+    semantic = make_memory().semantic
+    semantic.extract_and_add("Zhang San works at Acme as a data analyst.")
+    semantic.extract_and_add("Li Si is the manager of Zhang San.")
+    semantic.extract_and_add("Hi! I'm Zhang San.")
+    user = semantic.get_entity("User")
+    assert user is not None and semantic.get_entity("Zhang San").id == user.id
+    facts = triples(semantic.get_facts("User"))
+    assert {("Zhang San", "works_at", "Acme"), ("Li Si", "manager_of", "Zhang San")} <= facts
+    graph = json.loads(semantic.export_knowledge_graph("json"))
+    labels = [n["label"] for n in graph["nodes"]]
+    assert labels.count("Zhang San") + labels.count("User") == 1  # one node for the user
