@@ -257,7 +257,11 @@ def table_rows(results: dict[str, dict[str, Any]], ks: Sequence[int]) -> tuple[l
 
 
 def print_table(title: str, results: dict[str, dict[str, Any]], ks: Sequence[int], plain: bool = False) -> None:
-    header, rows = table_rows(results, ks)
+    render_table(title, *table_rows(results, ks), plain=plain)
+
+
+def render_table(title: str, header: list[str], rows: list[list[str]], plain: bool = False) -> None:
+    """Print a table with rich (plain text with ``plain`` or without rich); the first column is left-aligned."""
     try:
         if plain:
             raise ImportError

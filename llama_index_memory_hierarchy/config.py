@@ -121,6 +121,11 @@ class MemoryConfig(BaseModel):
     chat_history_token_limit: int = Field(default=3000, ge=1)
     memory_context_token_limit: int = Field(default=800, ge=1)
 
+    # --- tracing (llama_index.core.instrumentation spans and events; see instrumentation.py) -----------
+    trace_contents: bool = Field(
+        default=False, description="Put memory texts and the user id in trace events (off: counts and timings only)."
+    )
+
     @field_validator("user_id")
     @classmethod
     def _check_user(cls, value: str) -> str:

@@ -22,6 +22,7 @@ from pydantic import Field, PrivateAttr
 
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.provenance import SIGNATURE_KEY, asigning_key, is_signed_turn, sign_turn
 from llama_index_memory_hierarchy.retrieval.retriever import HierarchyRetriever, afuse_tiers
 from llama_index_memory_hierarchy.stores.context import StoreContext
@@ -278,6 +279,7 @@ class HierarchicalMemory(BaseMemory):
         """Async twin of :meth:`reset`."""
         await self._arun(self._areset())
 
+    @traced("put")
     async def _aput_messages(self, messages: Sequence[ChatMessage], *, dedupe: bool = False) -> list[str]:
         if not isinstance(messages, (list, tuple)):
             raise MemoryValidationError("messages", f"expected a list of ChatMessage, got {type(messages).__name__}")
@@ -386,6 +388,7 @@ class HierarchicalMemory(BaseMemory):
         """Async twin of :meth:`get`."""
         return await self._arun(self._aget(input, **kwargs))
 
+    @traced("get")
     async def _aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
         history = await self._ahistory()
         compressor = self._manager.compressor  # older turns beyond the budget fold into a running summary

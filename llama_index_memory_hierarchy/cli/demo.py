@@ -322,9 +322,9 @@ class Demo:
         agent = build_agent(self._agent_llm(), system_prompt=SYSTEM_PROMPT, tools=MemoryToolSpec(memory).to_tool_list())
         self.say("you", SESSION_2)
         context = await memory.aget(input=SESSION_2)
-        given = context[0].content if context and context[0].role.value == "system" else ""
+        given = next((m.content for m in reversed(context) if m.role.value == "system"), "") or ""
         if given:
-            self.out.print("[dim]What HierarchicalMemory.get() puts before the history for the LLM:[/dim]")
+            self.out.print("[dim]What HierarchicalMemory.get() adds to the history for the LLM:[/dim]")
             from rich.panel import Panel
 
             self.out.print(Panel(given, border_style="dim", expand=False))

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.lifecycle._llm import SOURCES, LLMReplyError, acomplete, object_schema, parse_json
 from llama_index_memory_hierarchy.lifecycle.compression import extractive_summary
 from llama_index_memory_hierarchy.lifecycle.reflection import ReflectionReport
@@ -98,6 +99,7 @@ class Consolidator:
         self._lock = locks.setdefault(manager.user_id, asyncio.Lock())
 
     # ------------------------------------------------------------------ entry point
+    @traced("consolidate")
     async def arun(
         self, *, session_id: str | None = None, promote: bool = True, distill: bool = True, reflect: bool = True
     ) -> ConsolidationReport:

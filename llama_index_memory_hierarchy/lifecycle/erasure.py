@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
+from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.lifecycle import tables as _tables  # noqa: F401  (registers the tables)
 from llama_index_memory_hierarchy.stores.schema import memories
 from llama_index_memory_hierarchy.types import validate_identifier
@@ -102,6 +103,7 @@ def disk_spaces(persist_dir: Path) -> dict[str, int]:
     return found
 
 
+@traced("erase_user")
 async def aerase_user(context: StoreContext, user_id: str, *, compact: bool = True) -> ErasureReport:
     """Remove ``user_id`` from every store of ``context`` (see the module docstring); runs on the store runtime."""
     user_id = validate_identifier(user_id, "user_id")

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.lifecycle.importance import effective_importance
 from llama_index_memory_hierarchy.retrieval.fusion import recency
 from llama_index_memory_hierarchy.tiers.base import FORGET_STRATEGIES
@@ -156,6 +157,7 @@ class Forgetter:
                 doomed.append((item, f"strength {strength:.3f} < {threshold:g}"))
         return doomed
 
+    @traced("forget")
     async def arun(
         self,
         strategy: str = "importance_based",

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import numpy as np
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.lifecycle._llm import configured_llm
 from llama_index_memory_hierarchy.lifecycle.compression import ConversationCompressor
 from llama_index_memory_hierarchy.lifecycle.consolidation import ConsolidationReport, Consolidator
@@ -254,6 +255,7 @@ class MemoryManager:
         return memory_id
 
     # ------------------------------------------------------------------ retrieval
+    @traced("retrieve")
     async def aretrieve_memories(
         self,
         query: str,

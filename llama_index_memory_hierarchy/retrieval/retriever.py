@@ -10,6 +10,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.retrieval.fusion import reciprocal_rank_fusion
 from llama_index_memory_hierarchy.types import MemoryItem
 
@@ -64,6 +65,7 @@ class TierRetriever(BaseRetriever):
         return [item_to_node(item) for item in items]
 
 
+@traced("retrieve")
 async def afuse_tiers(
     tiers: Sequence[MemoryTier], query: str, limit: int, *, rrf_k: int = 60, **filters: Any
 ) -> list[MemoryItem]:

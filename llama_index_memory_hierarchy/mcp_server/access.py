@@ -1,0 +1,134 @@
+"""Who a request acts for: the fixed user of a stdio server, or the owner of an HTTP bearer token.
+
+A token file (TOML or JSON) lists the tokens the HTTP server accepts; each one maps to one
+user, or is an admin token that may name the user in its tool calls::
+
+    [[tokens]]
+    token = "s3cr3t-alice"          # or sha256 = "<hex digest of the token>", to keep no secret on disk
+    user = "alice"
+
+    [[tokens]]
+    sha256 = "9f86d081884c7d65..."
+    admin = true                    # may pass user_id="..." (an admin without `user` must)
+
+The same list in JSON is ``{"tokens": [{"token": "...", "user": "alice"}, ...]}``. Tokens are
+compared by their SHA-256 digest in constant time, and never logged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.types import validate_identifier
+
+#: Shortest accepted token: a guessable bearer token is no access control.
+MIN_TOKEN_CHARS = 16
+
+
+class Principal(BaseModel):
+    """Whose memories a request may reach: one user, or (admin) any user it names."""
+
+    model_config = ConfigDict(frozen=True)
+
+    user_id: str | None = None
+    admin: bool = False
+
+    def resolve_user(self, requested: str | None) -> str:
+        """The user a call acts for; a user id this principal does not own is refused (nothing runs)."""
+        if requested is not None:
+            validate_identifier(requested, "user_id")
+            if self.admin or requested == self.user_id:
+                return requested
+            raise MemoryValidationError("user_id", "this token or server may not act for another user")
+        if self.user_id is None:
+            raise MemoryValidationError("user_id", "this admin token serves no user of its own: name one")
+        return self.user_id
+
+
+class TokenEntry(BaseModel):
+    """One line of the token file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    token: str | None = Field(default=None, min_length=MIN_TOKEN_CHARS)
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-fA-F]{64}$")
+    user: str | None = None
+    admin: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> TokenEntry:
+        if (self.token is None) == (self.sha256 is None):
+            raise ValueError("give exactly one of 'token' and 'sha256'")
+        if self.user is None and not self.admin:
+            raise ValueError("a token needs a 'user' (or 'admin = true')")
+        if self.user is not None:
+            validate_identifier(self.user, "user")
+        return self
+
+    @property
+    def digest(self) -> str:
+        return (self.sha256 or "").lower() or token_digest(self.token or "")
+
+
+def token_digest(token: str) -> str:
+    """The SHA-256 hex digest a token file may hold instead of the token."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+class TokenTable:
+    """The tokens an HTTP server accepts, each mapped to its :class:`Principal`."""
+
+    def __init__(self, entries: list[TokenEntry]) -> None:
+        if not entries:
+            raise MemoryValidationError("tokens", "the token file lists no tokens")
+        self._by_digest: dict[str, Principal] = {}
+        for entry in entries:
+            if entry.digest in self._by_digest:
+                raise MemoryValidationError("tokens", "the same token is listed twice")
+            self._by_digest[entry.digest] = Principal(user_id=entry.user, admin=entry.admin)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> TokenTable:
+        """Read a TOML (``.toml``) or JSON token file; a bad file is refused with the line at fault."""
+        file = Path(path).expanduser()
+        try:
+            raw = file.read_text("utf-8")
+            data: Any = tomllib.loads(raw) if file.suffix.lower() == ".toml" else json.loads(raw)
+        except OSError as exc:
+            raise MemoryValidationError("tokens", f"cannot read {str(file)!r}: {exc.strerror or exc}") from None
+        except ValueError as exc:  # TOMLDecodeError and JSONDecodeError are ValueErrors
+            raise MemoryValidationError("tokens", f"{str(file)!r} is not valid TOML or JSON: {exc}") from None
+        listed = data.get("tokens") if isinstance(data, dict) else None
+        if not isinstance(listed, list):
+            raise MemoryValidationError("tokens", f"{str(file)!r} must hold a list 'tokens' of tables")
+        entries = []
+        for position, raw_entry in enumerate(listed):
+            try:
+                entries.append(TokenEntry.model_validate(raw_entry))
+            except (ValidationError, MemoryValidationError) as exc:
+                reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+                raise MemoryValidationError("tokens", f"entry {position + 1} of {str(file)!r}: {reason}") from None
+        return cls(entries)
+
+    def lookup(self, token: str) -> Principal | None:
+        """The principal of ``token``, or None (compared in constant time against every entry)."""
+        digest = token_digest(token)
+        found = None
+        for known, principal in self._by_digest.items():
+            if hmac.compare_digest(known, digest):
+                found = principal
+        return found
+
+    def __len__(self) -> int:
+        return len(self._by_digest)
+
+
+__all__ = ["MIN_TOKEN_CHARS", "Principal", "TokenEntry", "TokenTable", "token_digest"]

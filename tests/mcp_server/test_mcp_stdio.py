@@ -1,0 +1,76 @@
+"""``lmh mcp`` over stdio, driven by the MCP SDK's client: the form an MCP client's config file starts.
+
+Each session is a new server process (stdio serves one client), so "recall in a new client
+session" is also recall after a restart of the server.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp_helpers import TOOLS, counts, ids, ok, refused, stdio_session, text
+
+
+async def test_stdio_tools_bad_input_then_recall_and_forget_in_a_new_session(tmp_path: Path) -> None:
+    folder = tmp_path / "memory"
+    async with stdio_session(folder, "alice") as session:
+        listed = (await session.list_tools()).tools
+        assert {tool.name for tool in listed} == TOOLS
+        for tool in listed:
+            assert "Example:" in (tool.description or ""), tool.name
+            assert tool.input_schema["type"] == "object"
+        remember = next(tool for tool in listed if tool.name == "remember")
+        assert remember.input_schema["required"] == ["content"]
+        assert remember.input_schema["properties"]["tier"]["enum"] == ["semantic", "episodic", "working"]
+
+        stored = ok(await session.call_tool("remember", {"content": "The user lives in Porto.", "importance": 0.8}))
+        (memory_id,) = ids(stored)
+        updated = ok(
+            await session.call_tool("update_memory", {"memory_id": memory_id, "content": "The user lives in Berlin."})
+        )
+        assert memory_id in updated and "Berlin" in updated
+
+        # the stdio user is fixed by --user: naming another one is refused, and nothing is written
+        other = refused(await session.call_tool("remember", {"content": "Bob's secret.", "user_id": "bob"}))
+        assert "user_id" in other and "another user" in other
+        assert "Porto" not in text(await session.call_tool("recall", {"query": "where does the user live"}))
+
+        before = counts(ok(await session.call_tool("memory_stats", {})))
+        cases = [
+            ("remember", {"content": "x", "tier": "perceptual"}, "tier"),
+            ("remember", {"content": "x" * 100_001}, "content: longer than 100000 characters"),
+            ("remember", {"content": "   "}, "content: must not be empty"),
+            ("remember", {"content": 42}, "content\n  Input should be a valid string"),
+            ("remember", {"content": "x", "importance": 3}, "importance\n  Input should be less than or equal to 1"),
+            ("recall", {"query": "x", "limit": "many"}, "limit\n  Input should be a valid integer"),
+            ("recall", {"query": "x", "tier": "dreams"}, "tier\n  Input should be"),
+            ("forget", {"memory_id": "not-a-uuid"}, "memory_id: not a UUID"),
+            ("update_memory", {"memory_id": "3f1c2a9e-8d3b-4c5e-9f6a-1b2c3d4e5f60"}, "give the new content"),
+            ("timeline", {"since": "last tuesday"}, "since: not a time"),
+            ("timeline", {"since": "2026-02-01", "until": "2026-01-01"}, "since: is after until"),
+            ("timeline", {"session": "../x"}, "session: must be"),
+            ("related_entities", {"entity": "Mia", "depth": 9}, "depth\n  Input should be less than or equal to 3"),
+            ("search_documents", {"query": "x", "namespace": "a:b"}, "namespace: must be"),
+            ("ask_documents", {"question": "What port?"}, "without an LLM"),
+            ("no_such_tool", {}, "Unknown tool"),
+        ]
+        for name, arguments, message in cases:
+            error = refused(await session.call_tool(name, arguments))
+            assert message in error, (name, arguments, error)
+        assert counts(ok(await session.call_tool("memory_stats", {}))) == before  # nothing half-written
+        resource = await session.read_resource("memory://profile")
+        assert "alice" in resource.contents[0].text
+        prompts = (await session.list_prompts()).prompts
+        assert [p.name for p in prompts] == ["use_memory"]
+
+    async with stdio_session(folder, "alice") as session:
+        found = ok(await session.call_tool("recall", {"query": "which city does the user live in", "limit": 3}))
+        assert memory_id in ids(found) and "Berlin" in found
+        assert memory_id in ok(await session.call_tool("forget", {"memory_id": memory_id}))
+        assert memory_id not in ids(text(await session.call_tool("recall", {"query": "city the user lives in"})))
+        gone = refused(await session.call_tool("forget", {"memory_id": memory_id}))
+        assert f"No memory with id={memory_id}" in gone
