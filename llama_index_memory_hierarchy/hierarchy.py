@@ -168,12 +168,20 @@ class HierarchicalMemory(BaseMemory):
             config=self.config,
             embeddings=context.embeddings,
             on_evict=self._aon_evict,
+            on_remove=self._aon_remove,
         )
         self._manager = MemoryManager(self, llm=self._llm, settings=lifecycle)
 
     async def _aon_evict(self, items: list[MemoryItem]) -> None:
         """Working memory evicted ``items``: the ones that matter and are not durable yet move to episodic."""
         await self._manager.consolidator.aon_evict(items)
+
+    async def _aon_remove(self, memory_id: str) -> bool:
+        """``working.remove(id)``: the deletion path (a put turn goes from episodic memory too)."""
+        from llama_index_memory_hierarchy.lifecycle.deletion import adelete_memories
+
+        report = await adelete_memories(self._context, self.user_id, [memory_id], memory_type=MemoryType.WORKING)
+        return memory_id in report.deleted
 
     @property
     def manager(self) -> Any:

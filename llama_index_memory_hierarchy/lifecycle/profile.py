@@ -23,8 +23,8 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory.memory import BaseMemoryBlock
 from pydantic import BaseModel, Field
 
+from llama_index_memory_hierarchy.language import mentions_event_time
 from llama_index_memory_hierarchy.lifecycle.importance import effective_importance
-from llama_index_memory_hierarchy.lifecycle.routing import TIME_EXPRESSION
 from llama_index_memory_hierarchy.text import count_tokens
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
 
@@ -137,7 +137,7 @@ class ProfileBuilder:
                 text = " ".join(source.content.split())
                 if _PREFERENCE_TEXT.search(text):
                     kind = "preference"
-                elif TIME_EXPRESSION.search(text):
+                elif mentions_event_time(text):
                     continue  # an event ("yesterday I met Tom"): episodic memory, not the profile
             key = " ".join(text.casefold().split())
             if key in entries:

@@ -263,7 +263,14 @@ async def context(request: Request) -> Response:
             # the server's session has no turns of its own: get() returns only what memory injects
             for message in await app.memory.aget(input=text):
                 body = message_text(message)
-                sections = [{"text": part, "tokens": count_tokens(part)} for part in body.split("\n\n") if part.strip()]
+                sections = [
+                    {
+                        "tokens": count_tokens(part),
+                        "lines": [{"text": line, "tokens": count_tokens(line)} for line in part.splitlines()],
+                    }
+                    for part in body.split("\n\n")
+                    if part.strip()
+                ]
                 messages.append(
                     {"role": message.role.value, "text": body, "tokens": count_tokens(body), "sections": sections}
                 )
