@@ -238,10 +238,10 @@ class MemoryToolSpec(BaseToolSpec):
     async def _forget(self, memory_id: str) -> str:
         memory_id = validate_memory_id(memory_id)
         found = await self._find(memory_id)
-        if found is None or not await found[0].aremove(memory_id):
+        report = await self.hierarchy.manager.aforget_memories([memory_id])  # every tier, and what derives from it
+        if found is None or memory_id not in report.deleted:
             return f"No memory with id={memory_id}; nothing was deleted."
-        tier, item = found
-        return f"Forgot {tier.memory_type.value} memory id={memory_id}: {_short(item.content, 200)}"
+        return f"Forgot {report.deleted[memory_id]} memory id={memory_id}: {_short(found[1].content, 200)}"
 
     # ------------------------------------------------------------------ summary and stats
     def memory_summary(self, max_items: int = 5) -> str:

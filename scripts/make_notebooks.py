@@ -1,14 +1,23 @@
-"""Write the notebooks in ``notebooks/`` from the cells below, without outputs.
+"""Write the notebooks in ``notebooks/`` from the cells below, executed, with clean outputs.
 
-Edit the cells here and run ``python scripts/make_notebooks.py``: the notebooks stay reviewable
-as code, and git never holds outputs. ``tests/test_notebooks.py`` runs every notebook top to
-bottom (offline, on the embedded default, with a scripted LLM where one is needed) and checks
-that the committed files carry no outputs.
+Edit the cells here and run ``python scripts/make_notebooks.py --execute`` (one command: every
+notebook is rebuilt, run top to bottom in a fresh kernel, offline, on the embedded default, with a
+scripted LLM where one is needed, and written with its outputs). Outputs are cleaned so that a
+reader on GitHub sees only what matters and a rerun changes little: no stderr (model-loading
+progress bars, warnings), no ANSI codes, no machine paths, no execution timings. Without
+``--execute`` the notebooks are written without outputs (quick while editing; not for committing).
+``tests/test_notebooks.py`` checks that the committed notebooks hold these cells with outputs and no
+errors, and that they still run with outputs of the same shape (not the same bytes: timestamps,
+ids and scores move as the library changes).
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import re
 import sys
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -20,8 +29,7 @@ SETUP = """import os, tempfile, warnings
 warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm without ipywidgets
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything runs offline: the embedding model is bundled
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-folder = tempfile.mkdtemp(prefix="lmh-notebook-")  # use a folder of your own to keep the memories
-print(folder)"""
+folder = tempfile.mkdtemp(prefix="lmh-notebook-")  # use a folder of your own to keep the memories"""
 
 HOSTED_LLM = """### Plugging in a real LLM
 
@@ -574,11 +582,90 @@ def build(cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
     return notebook
 
 
-def main() -> int:
+#: Seconds for a whole notebook (each takes seconds to a minute; model loading included).
+NOTEBOOK_TIMEOUT = 300
+#: The environment of the kernels: offline, and no progress bars or library chatter.
+KERNEL_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TQDM_DISABLE": "1",
+    "TRANSFORMERS_VERBOSITY": "error",
+}
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_TEMP_FOLDER = re.compile(r"(?:/private)?" + re.escape(tempfile.gettempdir()) + r"/[\w.-]+")
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+>")  # object reprs: the address changes every run
+_WIDGETS = "application/vnd.jupyter.widget-view+json"
+
+
+def execute(notebook: nbformat.NotebookNode, workdir: Path, timeout: int = NOTEBOOK_TIMEOUT) -> None:
+    """Run ``notebook`` in place in a fresh kernel working in ``workdir`` (raises on a failing cell)."""
+    import nbclient
+
+    saved = {name: os.environ.get(name) for name in KERNEL_ENV}
+    os.environ.update(KERNEL_ENV)  # the kernel inherits this process's environment
+    try:
+        client = nbclient.NotebookClient(
+            notebook, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}
+        )
+        client.execute()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _clean_text(text: str, workdir: Path) -> str:
+    text = _ANSI.sub("", text).replace(str(workdir), ".")
+    text = text.replace(str(Path(__file__).resolve().parent.parent), "<repo>").replace(str(Path.home()), "~")
+    lines = [line.rsplit("\r", 1)[-1] for line in text.split("\n")]  # a progress bar keeps its last state only
+    return _ADDRESS.sub(">", _TEMP_FOLDER.sub("<folder>", "\n".join(lines)))
+
+
+def clean(notebook: nbformat.NotebookNode, workdir: Path) -> nbformat.NotebookNode:
+    """The notebook's outputs as committed: no stderr, widgets, ANSI codes, machine paths or timings."""
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        cell.metadata.pop("execution", None)
+        kept = []
+        for output in cell.outputs:
+            if output.output_type == "stream":
+                if output.name == "stderr":
+                    continue
+                output.text = _clean_text(output.text, workdir)
+            elif output.output_type in ("execute_result", "display_data"):
+                output.data.pop(_WIDGETS, None)
+                if not output.data:
+                    continue
+                for kind, value in list(output.data.items()):
+                    if kind.startswith("text/") and isinstance(value, str):
+                        output.data[kind] = _clean_text(value, workdir)
+            kept.append(output)
+        cell.outputs = kept
+    notebook.metadata = build([]).metadata  # no kernel versions or timings
+    return notebook
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--execute", action="store_true", help="run every notebook and write it with its outputs")
+    parser.add_argument("names", nargs="*", help="only these notebooks (file names), default: all")
+    args = parser.parse_args(argv)
     NOTEBOOKS.mkdir(exist_ok=True)
     for name, cells in ALL.items():
-        nbformat.write(build(cells), NOTEBOOKS / name)
-        print(f"wrote notebooks/{name}")
+        if args.names and name not in args.names:
+            continue
+        notebook = build(cells)
+        if args.execute:
+            with tempfile.TemporaryDirectory(prefix="lmh-notebook-run-") as folder:
+                execute(notebook, Path(folder))
+                clean(notebook, Path(folder))
+        nbformat.write(notebook, NOTEBOOKS / name)
+        print(f"wrote notebooks/{name}{' (executed)' if args.execute else ' (no outputs)'}")
     return 0
 
 

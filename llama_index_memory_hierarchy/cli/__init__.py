@@ -29,7 +29,7 @@ from llama_index_memory_hierarchy.version import __version__
 __all__ = ["build_parser", "main"]
 
 PROG = "lmh"
-_COMMAND_MODULES = ("demo", "chat", "memory", "transfer", "knowledge", "graph", "admin", "mcp")
+_COMMAND_MODULES = ("demo", "chat", "memory", "transfer", "knowledge", "graph", "admin", "mcp", "ui")
 
 DESCRIPTION = """\
 Long-term memory for LlamaIndex agents, from the shell.

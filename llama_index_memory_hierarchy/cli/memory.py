@@ -393,16 +393,10 @@ def _forget_ids(args: argparse.Namespace, out: Output) -> int:
     from llama_index_memory_hierarchy.types import validate_memory_id
 
     ids = [validate_memory_id(i, "ID") for i in args.ids]
-    deleted, missing = [], []
     with open_memory(args, out) as memory:
-        tiers = memory.tiers(["episodic", "semantic", "perceptual"])
-        for memory_id in ids:
-            for tier in tiers:
-                if tier.remove(memory_id):
-                    deleted.append({"id": memory_id, "tier": tier.memory_type.value})
-                    break
-            else:
-                missing.append(memory_id)
+        report = memory.manager.forget_memories(ids)  # the deletion path: every tier and what derives from it
+        deleted = [{"id": memory_id, "tier": tier} for memory_id, tier in report.deleted.items()]
+        missing = list(report.not_found)
     if out.json_mode:
         out.json({"deleted": deleted, "not_found": missing})
     else:

@@ -181,9 +181,17 @@ class ConversationCompressor:
         self._sessions[session] = _SessionSummary(loaded=True)
         await self.manager.store.adelete_summary(self.manager.user_id, session)
 
-    def forget_cached(self) -> None:
-        """Reload summaries from the store on next use (after an import or an erasure)."""
-        self._sessions.clear()
+    def forget_cached(self, session_id: str | None = None) -> None:
+        """Reload summaries (of one session, or all) from the store on next use (after an import, erasure or delete)."""
+        if session_id is None:
+            self._sessions.clear()
+        else:
+            self._sessions.pop(session_id, None)
+
+    def has_summary(self, session_id: str) -> bool:
+        """Whether this process holds a running summary of ``session_id``."""
+        state = self._sessions.get(session_id)
+        return state is not None and state.summary is not None
 
     @staticmethod
     def _covered(state: _SessionSummary, history: History) -> int:

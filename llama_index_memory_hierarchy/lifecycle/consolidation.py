@@ -170,6 +170,10 @@ class Consolidator:
         if not chosen:
             return []
         every_id = [i.id for members in groups.values() for i in members]
+        deleted = await manager.store.atombstoned(user, every_id)  # deleted memories are never written back
+        groups = {k: [m for m in v if m.id not in deleted] for k, v in groups.items()}
+        groups = {k: v for k, v in groups.items() if v}
+        chosen = {k: v[0] for k, v in groups.items()}
         done = await manager.store.aconsolidated(user, STAGE_EPISODIC, every_id)
         durable = {r.item.id for r in await manager.context.records.get(user, every_id)}
         marks: list[tuple[str, str | None, list[str]]] = []

@@ -209,11 +209,13 @@ class Forgetter:
         return report
 
     async def _aremove(self, memory_type: MemoryType, tier: Any, ids: list[str]) -> None:
-        if memory_type is MemoryType.EPISODIC:
-            await self.manager.context.adelete(self.manager.user_id, ids)  # one transaction for the batch
+        if memory_type is MemoryType.WORKING:
+            tier.discard(ids)  # out of short-term memory; a put turn's episodic copy stays
             return
-        for memory_id in ids:  # working, semantic and perceptual clean up after each removal
-            await tier.aremove(memory_id)
+        from llama_index_memory_hierarchy.lifecycle.deletion import adelete_memories
+
+        manager = self.manager
+        await adelete_memories(manager.context, manager.user_id, ids, memory_type=memory_type, tier=tier)
 
 
 def _types(memory_types: list[MemoryType | str] | None) -> list[MemoryType]:

@@ -27,6 +27,7 @@ import numpy as np
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
+from llama_index_memory_hierarchy.language import query_stopwords
 from llama_index_memory_hierarchy.lifecycle._llm import configured_llm
 from llama_index_memory_hierarchy.lifecycle.compression import ConversationCompressor
 from llama_index_memory_hierarchy.lifecycle.consolidation import ConsolidationReport, Consolidator
@@ -43,7 +44,6 @@ from llama_index_memory_hierarchy.lifecycle.routing import HeuristicRouter, Rout
 from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
 from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
 from llama_index_memory_hierarchy.retrieval.fusion import reciprocal_rank_fusion
-from llama_index_memory_hierarchy.retrieval.pipeline import QUERY_STOPWORDS
 from llama_index_memory_hierarchy.text import keyword_tokens
 from llama_index_memory_hierarchy.tiers.working import matches
 from llama_index_memory_hierarchy.types import (
@@ -58,6 +58,7 @@ from llama_index_memory_hierarchy.types import (
 
 if TYPE_CHECKING:
     from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
+    from llama_index_memory_hierarchy.lifecycle.deletion import DeletionReport
     from llama_index_memory_hierarchy.lifecycle.erasure import ErasureReport
     from llama_index_memory_hierarchy.lifecycle.portability import ExportReport, ImportReport
     from llama_index_memory_hierarchy.stores.context import StoreContext
@@ -365,7 +366,7 @@ class MemoryManager:
                 vectors[item.id] = emb
         cosine = {i.id: float(np.dot(vector, vectors[i.id])) for i in candidates}
         dense = sorted(cosine, key=lambda memory_id: cosine[memory_id], reverse=True)
-        terms = {t for t in keyword_tokens(query) if t not in QUERY_STOPWORDS}
+        terms = {t for t in keyword_tokens(query) if t not in query_stopwords()}
         overlap: dict[str, float] = {}
         for item in candidates:
             words = set(keyword_tokens(item.content))
@@ -550,7 +551,17 @@ class MemoryManager:
             await self.context.drain_outbox()
         return found or record is not None
 
-    # ------------------------------------------------------------------ erasure and portability
+    # ------------------------------------------------------------------ deletion, erasure and portability
+    async def aforget_memories(self, ids: Sequence[str]) -> DeletionReport:
+        """Delete memories by id from every tier, with everything derived from them; see :mod:`.deletion`."""
+        from llama_index_memory_hierarchy.lifecycle.deletion import adelete_memories
+
+        return await adelete_memories(self.context, self.user_id, ids)
+
+    def forget_memories(self, ids: Sequence[str]) -> DeletionReport:
+        """Sync twin of :meth:`aforget_memories`."""
+        return self._run(self.aforget_memories(ids))
+
     async def aforget_user(self, user_id: str | None = None, *, compact: bool = True) -> ErasureReport:
         """Remove a user (default: this one) from every store; see :mod:`.erasure`."""
         from llama_index_memory_hierarchy.lifecycle.erasure import aerase_user

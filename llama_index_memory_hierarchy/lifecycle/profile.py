@@ -24,8 +24,8 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory.memory import BaseMemoryBlock
 from pydantic import BaseModel, Field
 
+from llama_index_memory_hierarchy.language import mentions_event_time
 from llama_index_memory_hierarchy.lifecycle.importance import effective_importance
-from llama_index_memory_hierarchy.lifecycle.routing import TIME_EXPRESSION
 from llama_index_memory_hierarchy.text import count_tokens
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
 
@@ -120,7 +120,7 @@ class ProfileBuilder:
                 continue
             kind, text = statement
             cited = [sources[s] for s in meta.get("source_ids") or [] if s in sources]
-            if kind == "fact" and any(TIME_EXPRESSION.search(source.content) for source in cited):
+            if kind == "fact" and any(mentions_event_time(source.content) for source in cited):
                 continue  # an event ("yesterday I met Tom"): episodic memory, not the profile
             key = " ".join(text.casefold().split())
             entry = ProfileEntry(

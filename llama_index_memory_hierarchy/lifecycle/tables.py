@@ -4,7 +4,9 @@
   consolidation is idempotent: running it twice creates nothing twice);
 * ``lifecycle_summaries``: the running summary of each (user, session) conversation;
 * ``lifecycle_state``: per-user cursors (when the last reflection ran, ...);
-* ``lifecycle_events``: an audit trail of lifecycle operations (counts, never memory text).
+* ``lifecycle_events``: an audit trail of lifecycle operations (counts, never memory text);
+* ``lifecycle_tombstones``: ids of deleted memories (no text), so consolidation never writes one back;
+* ``lifecycle_erasures``: user erasures begun and not finished (resumed when the stores next open).
 
 Every table has a ``user_id`` column, so ``SQLRecordStore.delete_user`` (user erasure) removes
 a user's rows from all of them, and the portability module exports and imports them generically.
@@ -74,8 +76,25 @@ events = sa.Table(
     sqlite_autoincrement=True,
 )
 
+tombstones = sa.Table(
+    "lifecycle_tombstones",
+    metadata,
+    sa.Column("user_id", sa.String(128), primary_key=True),
+    sa.Column("memory_id", sa.String(36), primary_key=True),
+    sa.Column("at", sa.Double(), nullable=False),
+)
+
+#: Keyed by ``erasing_user``, not ``user_id``: ``delete_user`` sweeps every ``user_id`` table, and this
+#: row must outlive that sweep (it is deleted last, when nothing of the user is left).
+erasures = sa.Table(
+    "lifecycle_erasures",
+    metadata,
+    sa.Column("erasing_user", sa.String(128), primary_key=True),
+    sa.Column("started_at", sa.Double(), nullable=False),
+)
+
 #: The lifecycle's tables (export, import and erasure walk every user-scoped table anyway).
-TABLES = (consolidated, summaries, state, events)
+TABLES = (consolidated, summaries, state, events, tombstones)
 
 
 def _dumps(value: Any) -> str:
@@ -145,6 +164,78 @@ class LifecycleStore:
             await conn.execute(sa.insert(consolidated), rows)
 
         await self._run(work, write=True, op="lifecycle mark")
+
+    async def aunmark(self, user_id: str, ids: Sequence[str]) -> None:
+        """Drop every stage's marks of these (deleted) memories."""
+        c = consolidated.c
+
+        async def work(conn: AsyncConnection) -> None:
+            for start in range(0, len(ids), 500):
+                part = list(ids[start : start + 500])
+                await conn.execute(sa.delete(consolidated).where(c.user_id == user_id, c.memory_id.in_(part)))
+
+        if ids:
+            await self._run(work, write=True, op="lifecycle unmark")
+
+    # ------------------------------------------------------------------ tombstones
+    async def atombstone(self, user_id: str, ids: Sequence[str]) -> None:
+        """Record these memories as deleted (ids only)."""
+        c = tombstones.c
+        now = time.time()
+
+        async def work(conn: AsyncConnection) -> None:
+            for start in range(0, len(ids), 500):
+                part = list(ids[start : start + 500])
+                await conn.execute(sa.delete(tombstones).where(c.user_id == user_id, c.memory_id.in_(part)))
+                await conn.execute(
+                    sa.insert(tombstones), [{"user_id": user_id, "memory_id": i, "at": now} for i in part]
+                )
+
+        if ids:
+            await self._run(work, write=True, op="lifecycle tombstone")
+
+    async def atombstoned(self, user_id: str, ids: Sequence[str]) -> set[str]:
+        """Which of these ids were deleted."""
+        c = tombstones.c
+
+        async def work(conn: AsyncConnection) -> set[str]:
+            found: set[str] = set()
+            for start in range(0, len(ids), 500):
+                part = list(ids[start : start + 500])
+                rows = await conn.execute(sa.select(c.memory_id).where(c.user_id == user_id, c.memory_id.in_(part)))
+                found.update(row[0] for row in rows)
+            return found
+
+        return await self._run(work, write=False, op="lifecycle tombstoned") if ids else set()
+
+    # ------------------------------------------------------------------ pending erasures
+    async def abegin_erasure(self, user_id: str) -> None:
+        """Record that erasing ``user_id`` began (committed before anything is deleted)."""
+        c = erasures.c
+
+        async def work(conn: AsyncConnection) -> None:
+            await conn.execute(sa.delete(erasures).where(c.erasing_user == user_id))
+            await conn.execute(sa.insert(erasures).values(erasing_user=user_id, started_at=time.time()))
+
+        await self._run(work, write=True, op="lifecycle erasure begin")
+
+    async def aend_erasure(self, user_id: str) -> None:
+        """The erasure of ``user_id`` finished: drop its record."""
+        c = erasures.c
+
+        async def work(conn: AsyncConnection) -> None:
+            await conn.execute(sa.delete(erasures).where(c.erasing_user == user_id))
+
+        await self._run(work, write=True, op="lifecycle erasure end")
+
+    async def apending_erasures(self) -> dict[str, float]:
+        """``{user_id: started_at}`` of erasures begun and not finished."""
+
+        async def work(conn: AsyncConnection) -> dict[str, float]:
+            rows = await conn.execute(sa.select(erasures.c.erasing_user, erasures.c.started_at))
+            return {row[0]: float(row[1]) for row in rows}
+
+        return await self._run(work, write=False, op="lifecycle erasures")
 
     # ------------------------------------------------------------------ state
     async def aget_state(self, user_id: str, key: str, default: Any = None) -> Any:

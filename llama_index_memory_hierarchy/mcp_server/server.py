@@ -212,8 +212,9 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
 
     write = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
     read = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    destroy = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True)
 
-    @server.tool(annotations=write)
+    @server.tool(annotations=write, structured_output=False)
     async def remember(
         content: Annotated[str, Field(description="One self-contained statement, third person.")],
         ctx: Context,
@@ -233,7 +234,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
         spec = service.tools(user_of(ctx, user_id))
         return await _call(lambda: spec.aremember(content, tier, importance))
 
-    @server.tool(annotations=read)
+    @server.tool(annotations=read, structured_output=False)
     async def recall(
         query: Annotated[str, Field(description="What to look for, in plain words.")],
         ctx: Context,
@@ -251,7 +252,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
         spec = service.tools(user_of(ctx, user_id))
         return await _call(lambda: spec.arecall(query, tier, limit))
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True))
+    @server.tool(annotations=destroy, structured_output=False)
     async def update_memory(
         memory_id: Annotated[str, Field(description="The full id from recall or remember.")],
         ctx: Context,
@@ -269,7 +270,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
         spec = service.tools(user_of(ctx, user_id))
         return await _call(lambda: spec.aupdate_memory(memory_id, content, importance))
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True))
+    @server.tool(annotations=destroy, structured_output=False)
     async def forget(
         memory_id: Annotated[str, Field(description="The full id from recall or remember.")],
         ctx: Context,
@@ -284,7 +285,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
         spec = service.tools(user_of(ctx, user_id))
         return await _call(lambda: spec.aforget(memory_id))
 
-    @server.tool(annotations=read)
+    @server.tool(annotations=read, structured_output=False)
     async def timeline(
         ctx: Context,
         since: Annotated[
@@ -321,7 +322,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
 
         return await _call(run)
 
-    @server.tool(annotations=read)
+    @server.tool(annotations=read, structured_output=False)
     async def profile(ctx: Context, user_id: UserArg = None) -> str:
         """What is known about the user: their preferences and facts, best first, each with its memory id.
 
@@ -332,7 +333,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
         """
         return await _call(lambda: _profile_text(service.memory(user_of(ctx, user_id))))
 
-    @server.tool(annotations=read)
+    @server.tool(annotations=read, structured_output=False)
     async def related_entities(
         entity: Annotated[str, Field(description="A person, place, thing or 'User' (the user themself).")],
         ctx: Context,
@@ -362,7 +363,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
 
         return await _call(run)
 
-    @server.tool(annotations=read)
+    @server.tool(annotations=read, structured_output=False)
     async def memory_stats(ctx: Context, user_id: UserArg = None) -> str:
         """How much is in memory, per tier, as JSON (counts and each tier's statistics).
 
@@ -373,7 +374,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
         spec = service.tools(user_of(ctx, user_id))
         return await _call(spec.amemory_stats)
 
-    @server.tool(annotations=read)
+    @server.tool(annotations=read, structured_output=False)
     async def search_documents(
         query: Annotated[str, Field(description="What to look for in the user's documents.")],
         ctx: Context,
@@ -391,7 +392,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
         user = user_of(ctx, user_id)
         return await _call(lambda: service.documents(user, namespace).asearch_documents(query, limit))
 
-    @server.tool(annotations=read)
+    @server.tool(annotations=read, structured_output=False)
     async def ask_documents(
         question: Annotated[str, Field(description="A complete question about the user's documents.")],
         ctx: Context,

@@ -172,31 +172,33 @@ class StoredTier(MemoryTier):
         return record is not None
 
     async def aremove(self, memory_id: str) -> bool:
-        memory_id = self.check_id(memory_id)
-        if await self.aget(memory_id) is None:
-            return False
-        return bool(await self._adelete([memory_id]))
+        """Delete a memory of this tier through the deletion path (:mod:`..lifecycle.deletion`)."""
+        return memory_id in await self._adelete([self.check_id(memory_id)])
 
     async def aclear(self) -> int:
-        deleted = await self.context.records.delete_where(self.user_id, memory_type=self.memory_type)
-        await self.context.drain_outbox()
-        await self._aforget_sources(deleted)
-        return len(deleted)
+        return len(await self._adelete([item.id for item in await self.aquery()]))
 
     async def _adelete(self, ids: Sequence[str]) -> list[str]:
-        """Delete memories of this user and the facts that only they supported."""
-        deleted = await self.context.adelete(self.user_id, ids)
-        await self._aforget_sources(deleted)
-        return deleted
+        """Delete memories of this tier, with their copies and what was derived from them; the ids deleted."""
+        from llama_index_memory_hierarchy.lifecycle.deletion import adelete_memories
 
-    async def _aforget_sources(self, ids: Sequence[str]) -> None:
+        report = await adelete_memories(self.context, self.user_id, ids, memory_type=self.memory_type, tier=self)
+        return list(report.deleted)
+
+    async def _adelete_records(self, ids: Sequence[str]) -> tuple[list[str], int]:
+        """This tier's part of a deletion (the deletion path calls it): the records, their vectors and
+        keyword entries, and the facts that only they supported; ``(ids deleted, facts deleted)``."""
+        deleted = await self.context.adelete(self.user_id, ids)
+        return deleted, await self._aforget_sources(deleted)
+
+    async def _aforget_sources(self, ids: Sequence[str]) -> int:
         """Semantic facts cite their sources: drop those that no remaining memory supports."""
         if not ids or self.memory_type is MemoryType.SEMANTIC:
-            return
+            return 0
         from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory
 
         semantic = SemanticMemory(user_id=self.user_id, session_id=self.session_id, context=self.context)
-        await semantic.aremove_sources(ids)
+        return await semantic.aremove_sources(ids)
 
     # ------------------------------------------------------------------ reads
     async def aget(self, memory_id: str) -> MemoryItem | None:

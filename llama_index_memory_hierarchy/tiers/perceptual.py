@@ -518,16 +518,16 @@ class PerceptualMemory(StoredTier):
                 raise MemoryValidationError("metadata", f"keys {', '.join(reserved)} are set by the perceptual tier")
         return await super().aupdate(memory_id, content=content, importance=importance, metadata=metadata)
 
-    async def aremove(self, memory_id: str) -> bool:
-        """Delete a perception, its vectors, and its stored file when no other perception uses it."""
-        memory_id = self.check_id(memory_id)
-        return await self._runtime.arun(self._aremove_items([memory_id])) > 0
+    async def _adelete_records(self, ids: Sequence[str]) -> tuple[list[str], int]:
+        """Delete perceptions, their vectors, and their stored files when no other perception uses them."""
+        deleted = await self._aremove_items(ids)
+        return deleted, await self._aforget_sources(deleted)
 
-    async def _aremove_items(self, ids: Sequence[str]) -> int:
+    async def _aremove_items(self, ids: Sequence[str]) -> list[str]:
         async with self._lock():
             items = await self.aget_many(ids)
             if not items:
-                return 0
+                return []
             doomed = []
             for item in items:
                 doomed.append(item.id)
@@ -538,7 +538,7 @@ class PerceptualMemory(StoredTier):
             await self._aopen_spaces(items)
             await self.context.adelete(self.user_id, doomed)
             await self._adelete_unreferenced_files(items)
-            return len(items)
+            return [item.id for item in items]
 
     async def _aopen_spaces(self, items: Sequence[MemoryItem] = ()) -> None:
         """Open the vector indexes of every satellite space involved, so that deletes reach them.
@@ -582,31 +582,6 @@ class PerceptualMemory(StoredTier):
                 return len(deleted)
 
         return await self._runtime.arun(clear())
-
-    async def aforget(self, strategy: str = "importance_based", *, dry_run: bool = False, **kwargs: Any) -> int:
-        """Forget as the stored tiers do, then drop the forgotten perceptions' vectors and files."""
-        if dry_run:
-            return await super().aforget(strategy, dry_run=True, **kwargs)
-        return await self._runtime.arun(self._aforget(strategy, **kwargs))
-
-    async def _aforget(self, strategy: str, **kwargs: Any) -> int:
-        before = {item.id: item for item in await self.aquery()}
-        count = await super().aforget(strategy, dry_run=False, **kwargs)
-        if count:
-            remaining = {item.id for item in await self.aquery()}
-            gone = [item for item_id, item in before.items() if item_id not in remaining]
-            satellites = [
-                satellite_id(item.id, space)
-                for item in gone
-                for space in (item.metadata.get("encoders") or {}).values()
-                if isinstance(space, str)
-            ]
-            async with self._lock():
-                if satellites:
-                    await self._aopen_spaces(gone)
-                    await self.context.adelete(self.user_id, satellites)
-                await self._adelete_unreferenced_files(gone)
-        return count
 
     async def agarbage_collect(self) -> dict[str, int]:
         """Repair after a crash: delete stored files and satellite vectors no perception refers to."""

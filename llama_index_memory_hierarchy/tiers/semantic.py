@@ -898,22 +898,15 @@ class SemanticMemory(StoredTier):
             await self._aadd_extracted(extraction, [memory_id], None, None)
         return done
 
-    async def aremove(self, memory_id: str) -> bool:
-        """Delete a fact (reinstating the one it superseded) or a statement with the facts only it supported."""
-        return await self._runtime.arun(self._aremove(memory_id))
-
-    async def _aremove(self, memory_id: str) -> bool:
-        memory_id = self.check_id(memory_id)
+    async def _adelete_records(self, ids: Sequence[str]) -> tuple[list[str], int]:
+        """Delete facts (reinstating those they superseded) and statements with the facts only they supported."""
         state = await self._astate()
-        if await self.aget(memory_id) is None:
-            return False
-        if memory_id in state.facts:
-            await self._adelete_facts(state, [memory_id])
-            return True
-        await self.context.adelete(self.user_id, [memory_id])
-        state.statements.discard(memory_id)
-        await self._aremove_sources([memory_id])
-        return True
+        facts = [i for i in ids if i in state.facts]
+        if facts:
+            await self._adelete_facts(state, facts)
+        deleted = await self.context.adelete(self.user_id, [i for i in ids if i not in state.facts and i not in facts])
+        state.statements.difference_update(deleted)
+        return facts + deleted, await self._aremove_sources(deleted) if deleted else 0
 
     async def aremove_sources(self, source_ids: Sequence[str]) -> int:
         """Forget that these memories said anything: facts only they supported go; return how many."""
@@ -997,32 +990,11 @@ class SemanticMemory(StoredTier):
     async def _aclear(self) -> int:
         state = await self._astate()
         async with state.lock:
-            count = await super().aclear()
+            deleted = await self.context.records.delete_where(self.user_id, memory_type=self.memory_type)
+            await self.context.drain_outbox()
             state.reset()
             await self.graph.aclear_user(self.user_id)
-            return count
-
-    async def aforget(self, strategy: str = "importance_based", *, dry_run: bool = False, **kwargs: Any) -> int:
-        """Forget unpinned semantic memories by ``strategy``; the graph and indexes follow."""
-        return await self._runtime.arun(self._aforget(strategy, dry_run, kwargs))
-
-    async def _aforget(self, strategy: str, dry_run: bool, kwargs: dict[str, Any]) -> int:
-        state = await self._astate()
-        before = set(state.facts) | state.statements
-        count = await super().aforget(strategy, dry_run=dry_run, **kwargs)
-        if dry_run or not count:
-            return count
-        remaining = {i.id for i in await self.aquery()}
-        vanished = sorted(before - remaining)
-        facts = [i for i in vanished if i in state.facts]
-        statements = [i for i in vanished if i in state.statements]
-        for statement in statements:
-            state.statements.discard(statement)
-        if facts:
-            await self._adelete_facts(state, facts)  # records are gone already: this syncs index and graph
-        if statements:
-            await self._aremove_sources(statements)
-        return count
+            return len(deleted)
 
     async def aget_stats(self) -> dict[str, Any]:
         """Counts of this user's semantic memories, facts (current, history), entities and statements."""

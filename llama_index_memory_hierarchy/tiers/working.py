@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from llama_index_memory_hierarchy.runtime import Runtime
 
 EvictionHandler = Callable[[list[MemoryItem]], Awaitable[None]]
+RemovalHandler = Callable[[str], Awaitable[bool]]
 
 
 @dataclass
@@ -68,11 +69,13 @@ class WorkingMemory(MemoryTier):
         config: MemoryConfig | None = None,
         embeddings: EmbeddingService | None = None,
         on_evict: EvictionHandler | None = None,
+        on_remove: RemovalHandler | None = None,
     ) -> None:
         super().__init__(user_id=user_id, session_id=session_id, runtime=runtime)
         self.config = config or MemoryConfig()
         self._embeddings = embeddings
         self._on_evict = on_evict
+        self._on_remove = on_remove
         self._slots: dict[str, _Slot] = {}
         self._tokens = 0
         self._lock = threading.RLock()
@@ -207,9 +210,22 @@ class WorkingMemory(MemoryTier):
         return True
 
     async def aremove(self, memory_id: str) -> bool:
+        """Delete an item. In a hierarchy (``on_remove``) this is the deletion path: the memory goes
+        from every tier (a put turn's episodic copy shares its id) and from what was derived from it."""
         memory_id = self.check_id(memory_id)
+        if self._on_remove is not None:
+            return await self._on_remove(memory_id)
+        return bool(self.discard([memory_id]))
+
+    def held(self, ids: Iterable[str]) -> list[str]:
+        """Which of these ids this working memory holds."""
         with self._lock:
-            return self._drop(memory_id) is not None
+            return [i for i in ids if i in self._slots]
+
+    def discard(self, ids: Iterable[str]) -> list[str]:
+        """Drop these items from working memory only (the deletion path and forgetting use it); the ids dropped."""
+        with self._lock:
+            return [i for i in ids if self._drop(i) is not None]
 
     async def aclear(self) -> int:
         with self._lock:

@@ -127,7 +127,7 @@ def test_two_hop_question_through_graph_and_agent_context(make_memory) -> None:
     assert set(top) == {"Alice spouse Bob", "Bob works at Initech"}
 
     memory.put(ChatMessage(role="user", content="Where does Alice's husband work?"))
-    context = memory.get()[0]
+    context = memory.get()[-1]  # the memory message follows the latest user message
     assert context.role.value == "system"
     assert "Alice spouse Bob" in context.content
     assert "Bob works at Initech" in context.content

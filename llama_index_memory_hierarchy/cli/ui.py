@@ -1,0 +1,54 @@
+"""``lmh ui``: serve the memory inspector of one user on loopback (see ``llama_index_memory_hierarchy.ui``)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from llama_index_memory_hierarchy.cli._common import CLIError, Output, describe_location, load_embeddings, open_memory
+
+#: The inspector's own session: it never records a turn, so get() there shows only what memory injects.
+UI_SESSION = "lmh-ui"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def register(commands: Any, parents: list[argparse.ArgumentParser], formatter: Any) -> None:
+    ui = commands.add_parser(
+        "ui",
+        parents=parents,
+        formatter_class=formatter,
+        help="inspect a user's memory in the browser (search with reasons, timeline, graph, profile, get())",
+        description="Serve a local web page over ONE user's memory (--user with --dir, or a --config "
+        "deployment): search with explanations, the timeline by session, the knowledge graph, the profile and "
+        "what get() would inject for an input. Read-only unless --allow-edits (pin, forget, forget everything). "
+        "The user is fixed for the server's life: no URL reaches another user's data.",
+    )
+    ui.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, loopback only)")
+    ui.add_argument("--port", type=int, default=8770, help="port (default: 8770)")
+    ui.add_argument("--allow-edits", action="store_true", help="allow pin / forget / forget everything from the page")
+    ui.set_defaults(handler=run_ui)
+
+
+def run_ui(args: argparse.Namespace, out: Output) -> int:
+    try:
+        import uvicorn
+
+        from llama_index_memory_hierarchy.ui.app import create_app
+    except ImportError as exc:
+        raise CLIError(
+            f"lmh ui needs the 'ui' extra ({exc.name} is missing): pip install 'llama-index-memory-hierarchy[ui]'"
+        ) from None
+    if not 0 < args.port < 65536:
+        raise CLIError(f"--port: {args.port} is not a port number", code=2)
+    if args.host not in LOOPBACK:
+        out.warn(f"--host {args.host}: the inspector is reachable from other machines; it has no login")
+    with open_memory(args, out, session=UI_SESSION) as memory:
+        load_embeddings(memory, out)
+        hosts = sorted({args.host.strip("[]"), "127.0.0.1", "localhost"})
+        app = create_app(memory, allow_edits=args.allow_edits, hosts=hosts, location=describe_location(memory.config))
+        mode = "edits allowed" if args.allow_edits else "read-only"
+        shown = f"[{args.host}]" if ":" in args.host else args.host
+        out.note(f"memory inspector of {memory.user_id!r} ({mode}) on http://{shown}:{args.port}/ (Ctrl-C stops)")
+        config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+        uvicorn.Server(config).run()
+    return 0

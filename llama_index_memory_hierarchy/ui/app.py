@@ -1,0 +1,427 @@
+"""The inspector: a Starlette app with server-rendered Jinja2 pages over ONE user's memory.
+
+Pages: overview, search (with each result's explanation when the search provides one), the
+timeline by session, the knowledge graph (the ``graph_export`` page, rendered live), the profile,
+and what ``get()`` would inject for an input, with token counts. With ``allow_edits``: pin, unpin,
+forget one memory, and forget everything (after typing the user id).
+
+Why it is safe to leave running on a developer machine:
+
+- **One user, fixed at start.** The server holds a ``HierarchicalMemory`` of the user named on the
+  command line (or in the deployment's config); no URL, form field or header selects another.
+  Memory ids are looked up within that user only, and a request that names any other user in
+  its query (``?user=``, ``?user_id=``) is refused with 403, so a page can never seem to show
+  someone else's memory. To inspect another user, start another server.
+- **Loopback, and only its own host names.** It binds 127.0.0.1 by default, and answers only
+  requests whose ``Host`` is the address it serves (DNS-rebinding pages get 400).
+- **Edits are POST forms with a CSRF token**: a random per-process token in a hidden field,
+  compared in constant time, plus ``Origin`` / ``Sec-Fetch-Site`` checks when the browser sends
+  them; no cookies are used, so another site cannot ride a session. Read-only unless the
+  server was started with ``--allow-edits``.
+- **No external resources**: a strict ``Content-Security-Policy``; CSS and icon are served from
+  the package; the graph view is self-contained and sandboxed in its own frame.
+
+Searching here counts as an access (``access_count``), as ``lmh search`` does.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import secrets
+from collections import OrderedDict
+from importlib import resources
+from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import urlsplit
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+from starlette.templating import Jinja2Templates
+
+from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.types import MemoryType, validate_memory_id
+
+if TYPE_CHECKING:
+    from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
+    from llama_index_memory_hierarchy.types import MemoryItem
+
+logger = logging.getLogger(__name__)
+
+#: Query parameters that would name a user: any value but the served user is refused.
+USER_PARAMETERS = ("user", "user_id", "userid", "uid")
+SEARCH_TIERS = ("all", "episodic", "semantic", "perceptual")
+PAGE_POLICY = (
+    "default-src 'none'; style-src 'self'; img-src 'self' data:; frame-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+#: The graph page carries its own inline script and style (see graph_export): allowed only there.
+GRAPH_POLICY = (
+    "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; "
+    "frame-ancestors 'self'; base-uri 'none'; form-action 'none'"
+)
+STATIC = {"ui.css": "text/css; charset=utf-8", "favicon.svg": "image/svg+xml"}
+TIMELINE_LIMIT = 500
+
+
+class Inspector:
+    """State of one server: the memory it inspects, whether edits are allowed, the CSRF token."""
+
+    def __init__(self, memory: HierarchicalMemory, *, allow_edits: bool = False, location: str = "") -> None:
+        self.memory = memory
+        self.allow_edits = allow_edits
+        self.location = location
+        self.csrf_token = secrets.token_urlsafe(32)
+        env = Environment(
+            loader=PackageLoader("llama_index_memory_hierarchy.ui", "templates"),
+            autoescape=select_autoescape(default=True),
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.templates = Jinja2Templates(env=env)
+
+    @property
+    def user_id(self) -> str:
+        return self.memory.user_id
+
+    # ------------------------------------------------------------------ rendering helpers
+    def page(self, request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
+        context.update(
+            user_id=self.user_id,
+            allow_edits=self.allow_edits,
+            csrf_token=self.csrf_token,
+            location=self.location,
+            current=request.url.path,
+            here=_local_target(str(request.url.path) + (f"?{request.url.query}" if request.url.query else "")),
+        )
+        return self.templates.TemplateResponse(request, name, context, status_code=status_code)
+
+    # ------------------------------------------------------------------ checks
+    def check_user(self, request: Request) -> None:
+        for name in USER_PARAMETERS:
+            for value in request.query_params.getlist(name):
+                if value != self.user_id:
+                    raise HTTPException(403, f"this inspector serves one user only, fixed when it started ({name}=)")
+
+    async def check_edit(self, request: Request) -> dict[str, str]:
+        """The form of an allowed, same-origin POST carrying this server's CSRF token (else 403)."""
+        if not self.allow_edits:
+            raise HTTPException(403, "read-only: start the inspector with --allow-edits to change memories")
+        fetch_site = request.headers.get("sec-fetch-site")
+        if fetch_site is not None and fetch_site not in ("same-origin", "none"):
+            raise HTTPException(403, "cross-site request refused")
+        origin = request.headers.get("origin")
+        if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
+            raise HTTPException(403, "cross-origin request refused")
+        form = await request.form()
+        token = form.get("csrf_token")
+        if not isinstance(token, str) or not hmac.compare_digest(token, self.csrf_token):
+            raise HTTPException(403, "missing or wrong CSRF token: reload the page and try again")
+        return {k: v for k, v in form.items() if isinstance(v, str)}
+
+    async def find(self, memory_id: str) -> MemoryItem:
+        """One memory of the served user (404 for an unknown id or another user's)."""
+        try:
+            memory_id = validate_memory_id(memory_id)
+        except MemoryValidationError:
+            raise HTTPException(404, "no such memory") from None
+        context = self.memory.context
+        records = await context.runtime.arun(context.records.get(self.user_id, [memory_id]))
+        if not records:
+            raise HTTPException(404, "no such memory")
+        return records[0].item
+
+
+def _local_target(value: str | None, default: str = "/") -> str:
+    """A redirect target on this server only (a path, never a scheme, host or protocol-relative URL)."""
+    if not value or not value.startswith("/") or value.startswith("//") or "\\" in value:
+        return default
+    return value
+
+
+def _int(value: str | None, default: int, low: int, high: int) -> int:
+    try:
+        number = int(value) if value is not None and value != "" else default
+    except ValueError:
+        raise HTTPException(400, "expected a whole number") from None
+    return max(low, min(high, number))
+
+
+def explanation_rows(item: Any) -> list[dict[str, Any]]:
+    """The search's explanation of one result (``signal -> contribution``), largest first; [] if none."""
+    explanation = getattr(item, "explanation", None) or item.metadata.get("explanation")
+    if not isinstance(explanation, dict):
+        return []
+    rows = [(str(k), float(v)) for k, v in explanation.items() if isinstance(v, (int, float))]
+    rows.sort(key=lambda kv: abs(kv[1]), reverse=True)
+    peak = max((abs(v) for _, v in rows), default=0.0) or 1.0
+    return [{"signal": k, "value": v, "share": abs(v) / peak} for k, v in rows]
+
+
+# --------------------------------------------------------------------------------------------------- pages
+async def overview(request: Request) -> Response:
+    app: Inspector = request.app.state.inspector
+    memory = app.memory
+    stats = {}
+    for tier in memory.tiers([MemoryType.EPISODIC, MemoryType.SEMANTIC, MemoryType.PERCEPTUAL]):
+        stats[tier.memory_type.value] = await tier.aget_stats()
+    return app.page(request, "overview.html", title="Overview", stats=stats)
+
+
+async def search(request: Request) -> Response:
+    app: Inspector = request.app.state.inspector
+    query = (request.query_params.get("q") or "").strip()
+    tier = request.query_params.get("tier") or "all"
+    if tier not in SEARCH_TIERS:
+        raise HTTPException(400, f"tier must be one of {', '.join(SEARCH_TIERS)}")
+    limit = _int(request.query_params.get("limit"), 10, 1, 50)
+    results: list[dict[str, Any]] = []
+    error = None
+    if query:
+        tiers = list(SEARCH_TIERS[1:]) if tier == "all" else [tier]
+        try:
+            items = await app.memory.manager.aretrieve_memories(query, tiers, limit=limit)
+        except MemoryValidationError as exc:
+            items, error = [], str(exc)
+        results = [{"item": item, "explanation": explanation_rows(item)} for item in items]
+    return app.page(
+        request,
+        "search.html",
+        title="Search",
+        query=query,
+        tier=tier,
+        tiers=SEARCH_TIERS,
+        limit=limit,
+        results=results,
+        error=error,
+    )
+
+
+async def timeline(request: Request) -> Response:
+    app: Inspector = request.app.state.inspector
+    session = request.query_params.get("session") or None
+    limit = _int(request.query_params.get("limit"), 200, 1, TIMELINE_LIMIT)
+    episodic = app.memory.episodic
+    try:
+        filters = {"session_id": session} if session else {}
+        items = await episodic.aquery(order_by="-timestamp", limit=limit, **filters)
+    except MemoryValidationError as exc:
+        raise HTTPException(400, str(exc)) from None
+    sessions: OrderedDict[str, list[MemoryItem]] = OrderedDict()
+    for item in reversed(items):  # oldest first within a session; sessions by first event shown
+        sessions.setdefault(item.session_id or "(no session)", []).append(item)
+    return app.page(request, "timeline.html", title="Timeline", sessions=sessions, session=session, limit=limit)
+
+
+async def graph(request: Request) -> Response:
+    app: Inspector = request.app.state.inspector
+    parsed = json.loads(await app.memory.semantic.aexport_knowledge_graph("json"))
+    return app.page(
+        request,
+        "graph.html",
+        title="Knowledge graph",
+        nodes=len(parsed.get("nodes", [])),
+        edges=len(parsed.get("edges", [])),
+    )
+
+
+async def graph_view(request: Request) -> Response:
+    app: Inspector = request.app.state.inspector
+    html = await app.memory.semantic.aexport_knowledge_graph("html")
+    return HTMLResponse(html, headers={"Content-Security-Policy": GRAPH_POLICY})
+
+
+async def profile(request: Request) -> Response:
+    app: Inspector = request.app.state.inspector
+    manager = app.memory.manager
+    user_profile = await manager.aget_profile()
+    text = await manager.aprofile_text()
+    from llama_index_memory_hierarchy.text import count_tokens
+
+    return app.page(
+        request, "profile.html", title="Profile", profile=user_profile, text=text, tokens=count_tokens(text)
+    )
+
+
+async def context(request: Request) -> Response:
+    """What ``get(input=...)`` would put before the chat history, with its token counts."""
+    app: Inspector = request.app.state.inspector
+    text = (request.query_params.get("input") or "").strip()
+    messages: list[dict[str, Any]] = []
+    error = None
+    if text:
+        from llama_index_memory_hierarchy.hierarchy import message_text
+        from llama_index_memory_hierarchy.text import count_tokens
+
+        try:
+            # the server's session has no turns of its own: get() returns only what memory injects
+            for message in await app.memory.aget(input=text):
+                body = message_text(message)
+                sections = [
+                    {
+                        "tokens": count_tokens(part),
+                        "lines": [{"text": line, "tokens": count_tokens(line)} for line in part.splitlines()],
+                    }
+                    for part in body.split("\n\n")
+                    if part.strip()
+                ]
+                messages.append(
+                    {"role": message.role.value, "text": body, "tokens": count_tokens(body), "sections": sections}
+                )
+        except MemoryValidationError as exc:
+            error = str(exc)
+    config = app.memory.config
+    return app.page(
+        request,
+        "context.html",
+        title="What get() injects",
+        input=text,
+        messages=messages,
+        error=error,
+        budget=config.memory_context_token_limit,
+        total=sum(m["tokens"] for m in messages),
+    )
+
+
+async def memory_page(request: Request) -> Response:
+    app: Inspector = request.app.state.inspector
+    item = await app.find(request.path_params["memory_id"])
+    return app.page(request, "memory.html", title="Memory", item=item, explanation=explanation_rows(item))
+
+
+# --------------------------------------------------------------------------------------------------- edits
+async def edit(request: Request) -> Response:
+    """POST /memory/{id}/pin, /unpin or /forget, then back to the page the form was on."""
+    app: Inspector = request.app.state.inspector
+    action = request.path_params["action"]
+    if action not in ("pin", "unpin", "forget"):
+        raise HTTPException(404, "not found")
+    form = await app.check_edit(request)
+    item = await app.find(request.path_params["memory_id"])
+    manager = app.memory.manager
+    if action == "pin":
+        await manager.apin(item.id)
+    elif action == "unpin":
+        await manager.aunpin(item.id)
+    else:
+        report = await manager.aforget_memories([item.id])  # with what was derived only from it
+        logger.info("inspector: forgot %s memory %s (%d derived)", item.memory_type.value, item.id, len(report.derived))
+    target = _local_target(form.get("next"), f"/memory/{item.id}" if action != "forget" else "/")
+    if action == "forget" and target.startswith(f"/memory/{item.id}"):
+        target = "/"
+    return RedirectResponse(target, status_code=303)
+
+
+async def forget_everything(request: Request) -> Response:
+    app: Inspector = request.app.state.inspector
+    if request.method == "GET":
+        return app.page(request, "forget_everything.html", title="Forget everything", report=None, error=None)
+    form = await app.check_edit(request)
+    if form.get("confirm") != app.user_id:
+        return app.page(
+            request,
+            "forget_everything.html",
+            status_code=400,
+            title="Forget everything",
+            report=None,
+            error="type the user id exactly to confirm; nothing was erased",
+        )
+    report = await app.memory.manager.aforget_user()
+    return app.page(request, "forget_everything.html", title="Forget everything", report=report, error=None)
+
+
+# --------------------------------------------------------------------------------------------------- plumbing
+async def static(request: Request) -> Response:
+    name = request.path_params["name"]
+    if name not in STATIC:
+        raise HTTPException(404, "not found")
+    body = resources.files("llama_index_memory_hierarchy.ui").joinpath("static", name).read_bytes()
+    return Response(body, media_type=STATIC[name], headers={"Cache-Control": "max-age=3600"})
+
+
+async def favicon(request: Request) -> Response:
+    return RedirectResponse("/static/favicon.svg", status_code=301)
+
+
+async def health(request: Request) -> Response:
+    return PlainTextResponse("ok")
+
+
+async def error_page(request: Request, exc: Exception) -> Response:
+    app: Inspector = request.app.state.inspector
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    detail = exc.detail if isinstance(exc, HTTPException) else "internal error (see the server log)"
+    if status == 500:
+        logger.exception("inspector: %s %s failed", request.method, request.url.path, exc_info=exc)
+    return app.page(request, "error.html", status_code=status, title=f"Error {status}", status=status, detail=detail)
+
+
+def _guarded(endpoint: Any) -> Any:
+    """An endpoint that first refuses requests naming another user (see :meth:`Inspector.check_user`)."""
+
+    async def run(request: Request) -> Response:
+        request.app.state.inspector.check_user(request)
+        return await endpoint(request)
+
+    return run
+
+
+class SecurityHeaders:
+    """ASGI middleware: the content security policy and related headers on every response."""
+
+    HEADERS: ClassVar[dict[bytes, bytes]] = {
+        b"content-security-policy": PAGE_POLICY.encode(),
+        b"x-content-type-options": b"nosniff",
+        b"referrer-policy": b"same-origin",
+        b"cache-control": b"no-store",
+    }
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        async def send_with_headers(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                headers = message.setdefault("headers", [])
+                names = {name.lower() for name, _ in headers}
+                headers.extend((k, v) for k, v in self.HEADERS.items() if k not in names)
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers if scope["type"] == "http" else send)
+
+
+def create_app(
+    memory: HierarchicalMemory, *, allow_edits: bool = False, hosts: list[str] | None = None, location: str = ""
+) -> Starlette:
+    """The inspector over ``memory`` (one user). ``hosts``: the Host names it answers (default: loopback)."""
+    inspector = Inspector(memory, allow_edits=allow_edits, location=location)
+    pages = [
+        ("/", overview, ["GET"]),
+        ("/search", search, ["GET"]),
+        ("/timeline", timeline, ["GET"]),
+        ("/graph", graph, ["GET"]),
+        ("/graph/view", graph_view, ["GET"]),
+        ("/profile", profile, ["GET"]),
+        ("/context", context, ["GET"]),
+        ("/memory/{memory_id}", memory_page, ["GET"]),
+        ("/memory/{memory_id}/{action}", edit, ["POST"]),
+        ("/forget-everything", forget_everything, ["GET", "POST"]),
+    ]
+    routes = [Route(path, _guarded(endpoint), methods=methods) for path, endpoint, methods in pages]
+    routes += [Route("/static/{name}", static), Route("/favicon.ico", favicon), Route("/healthz", health)]
+    app = Starlette(
+        routes=routes,
+        middleware=[
+            Middleware(SecurityHeaders),
+            Middleware(TrustedHostMiddleware, allowed_hosts=hosts or ["127.0.0.1", "localhost"]),
+        ],
+        exception_handlers={HTTPException: error_page, Exception: error_page},
+    )
+    app.state.inspector = inspector
+    return app

@@ -1,0 +1,117 @@
+"""The inspector app in process (Starlette's test client over real stores): one user only, read-only by
+default, edits only as same-origin POSTs carrying the server's CSRF token, redirects kept on the server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from inspector_data import ALICE_TEA, BOB_SECRET
+
+pytest.importorskip("httpx")
+from starlette.testclient import TestClient
+
+from llama_index_memory_hierarchy.ui.app import create_app
+
+BASE = "http://127.0.0.1:8770"
+
+
+@pytest.fixture(scope="module")
+def memory(two_users: tuple[Path, dict[str, Any]]) -> Iterator[Any]:
+    from llama_index_memory_hierarchy import HierarchicalMemory
+
+    folder, _ = two_users
+    memory = HierarchicalMemory.from_defaults(user_id="alice", session_id="lmh-ui", persist_dir=str(folder))
+    yield memory
+    memory.close()
+
+
+def client(memory: Any, *, allow_edits: bool) -> TestClient:
+    return TestClient(create_app(memory, allow_edits=allow_edits), base_url=BASE, follow_redirects=False)
+
+
+def test_pages_show_alice_and_never_bob(memory: Any, two_users: tuple[Path, dict[str, Any]]) -> None:
+    web = client(memory, allow_edits=False)
+    pages = {
+        "/": "episodic",
+        "/search?q=which+tea+do+I+like": "genmaicha",
+        "/search?q=vault+code": "",
+        "/timeline": "friday",
+        "/graph": "Knowledge graph",
+        "/graph/view": "Lyon",
+        "/profile": "Profile",
+        "/context?input=which+tea": "tokens",
+        f"/memory/{two_users[1]['alice_tea']}": ALICE_TEA,
+    }
+    for path, expected in pages.items():
+        response = web.get(path)
+        assert response.status_code == 200, path
+        assert expected in response.text, path
+        assert "oolong" not in response.text and "vault code is" not in response.text, path
+        assert "default-src 'none'" in response.headers["content-security-policy"]
+    assert 'method="post"' not in web.get("/search?q=tea").text  # read-only: no edit forms
+
+
+def test_another_users_id_in_the_url_gets_nothing(memory: Any, two_users: tuple[Path, dict[str, Any]]) -> None:
+    web = client(memory, allow_edits=True)
+    for path in ("/search?q=vault+code&user=bob", "/timeline?user_id=bob", "/?user=bob", "/graph/view?uid=bob"):
+        response = web.get(path)
+        assert response.status_code == 403, path
+        assert "oolong" not in response.text and "vault" not in response.text.replace("vault+code", "")
+    for path in (f"/memory/{two_users[1]['bob']}", "/users/bob/search?q=vault", "/memory/not-an-id"):
+        response = web.get(path)
+        assert response.status_code == 404, path
+        assert "oolong" not in response.text
+    token = web.app.state.inspector.csrf_token
+    response = web.post(f"/memory/{two_users[1]['bob']}/forget", data={"csrf_token": token})
+    assert response.status_code == 404
+    assert web.get("/search?q=which+tea&user=alice").status_code == 200  # naming the served user is fine
+    bob = memory.context.runtime.run(memory.context.records.get("bob", [two_users[1]["bob"]]))
+    assert bob and bob[0].item.content == BOB_SECRET
+
+
+def test_edits_need_the_flag_a_token_and_the_same_origin(memory: Any) -> None:
+    target = memory.episodic.add("A memory to forget: the parking spot is B12.")
+    read_only = client(memory, allow_edits=False)
+    token = read_only.app.state.inspector.csrf_token
+    assert read_only.post(f"/memory/{target}/forget", data={"csrf_token": token}).status_code == 403
+    web = client(memory, allow_edits=True)
+    token = web.app.state.inspector.csrf_token
+    refused = [
+        web.post(f"/memory/{target}/forget", data={}),
+        web.post(f"/memory/{target}/forget", data={"csrf_token": "guess"}),
+        web.post(f"/memory/{target}/forget", data={"csrf_token": token}, headers={"origin": "http://evil.example"}),
+        web.post(f"/memory/{target}/forget", data={"csrf_token": token}, headers={"sec-fetch-site": "cross-site"}),
+        web.get(f"/memory/{target}/forget"),
+    ]
+    assert [r.status_code for r in refused] == [403, 403, 403, 403, 405]
+    assert memory.episodic.get(target) is not None
+    done = web.post(
+        f"/memory/{target}/forget",
+        data={"csrf_token": token, "next": "//evil.example/x"},
+        headers={"origin": BASE, "sec-fetch-site": "same-origin"},
+    )
+    assert done.status_code == 303 and done.headers["location"] == "/"
+    assert memory.episodic.get(target) is None
+    assert "spot is B12" not in web.get("/search?q=parking+spot").text
+
+
+def test_pin_and_forget_everything_confirmation(memory: Any, two_users: tuple[Path, dict[str, Any]]) -> None:
+    web = client(memory, allow_edits=True)
+    token = web.app.state.inspector.csrf_token
+    tea = two_users[1]["alice_tea"]
+    pinned = web.post(f"/memory/{tea}/pin", data={"csrf_token": token, "next": "/search?q=tea"})
+    assert pinned.status_code == 303 and pinned.headers["location"] == "/search?q=tea"
+    assert memory.episodic.get(tea).pinned
+    web.post(f"/memory/{tea}/unpin", data={"csrf_token": token})
+    assert not memory.episodic.get(tea).pinned
+    wrong = web.post("/forget-everything", data={"csrf_token": token, "confirm": "bob"})
+    assert wrong.status_code == 400 and memory.episodic.get(tea) is not None
+
+
+def test_only_its_own_host_names_are_answered(memory: Any) -> None:
+    web = client(memory, allow_edits=False)
+    assert web.get("/", headers={"host": "rebound.example:8770"}).status_code == 400
+    assert web.get("/healthz").text == "ok"

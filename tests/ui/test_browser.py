@@ -1,0 +1,210 @@
+"""``lmh ui`` driven in real headless Chromium (Debian's chromium + chromium-driver, through selenium).
+
+The server is the real command (``python -m llama_index_memory_hierarchy ui``) in its own process over
+a folder holding two users. Checked: search shows the expected memory (with its explanation), the
+timeline and the live graph render, another user's id in the URL gets nothing, a forget with edits
+allowed removes the memory from search, forget everything asks for the user id, and no page logs a
+console error. Screenshots go to the test's folder, or to ``$LMH_UI_SCREENSHOTS`` (e.g. docs/img) to
+refresh the ones in the docs. Skipped when Chromium, its driver or selenium are missing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from inspector_data import BOB_SECRET
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+from llama_index_memory_hierarchy.types import MemoryItem  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Seconds to wait for the server (it loads the embedding model first) and for a page element.
+SERVER_START, WAIT = 180, 60
+
+
+def _browser() -> tuple[str, str] | None:
+    chromium = next((shutil.which(n) for n in ("chromium", "chromium-browser") if shutil.which(n)), None)
+    driver = shutil.which("chromedriver") or next(
+        (p for p in ("/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver") if Path(p).exists()), None
+    )
+    return (chromium, driver) if chromium and driver else None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(two_users: tuple[Path, dict[str, Any]], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if _browser() is None:
+        pytest.skip("no Chromium with chromedriver (Debian: apt-get install chromium chromium-driver)")
+    folder, _ = two_users
+    port = _free_port()
+    log = tmp_path_factory.mktemp("server") / "lmh-ui.log"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "llama_index_memory_hierarchy", "ui", "--user", "alice", "--dir", str(folder)]
+    with log.open("w") as output:
+        process = subprocess.Popen(
+            [*command, "--port", str(port), "--allow-edits"], stdout=output, stderr=subprocess.STDOUT, env=env
+        )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + SERVER_START
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/healthz", timeout=5) as response:
+                if response.read() == b"ok":
+                    break
+        except OSError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"lmh ui did not start:\n{log.read_text()[-3000:]}")
+        time.sleep(0.5)
+    yield base
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    found = _browser()
+    if found is None:
+        pytest.skip("no Chromium with chromedriver")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = found[0]
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--lang=en-US"):
+        options.add_argument(argument)
+    options.add_argument("--window-size=1280,900")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=found[1]), options=options)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = os.environ.get("LMH_UI_SCREENSHOTS")
+    folder = Path(target) if target else tmp_path_factory.mktemp("screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def console_errors(driver: Any) -> list[str]:
+    return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+def wait_for(driver: Any, css: str) -> Any:
+    return WebDriverWait(driver, WAIT).until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css)))
+
+
+def search_for(driver: Any, base: str, query: str) -> list[Any]:
+    driver.get(f"{base}/search")
+    box = wait_for(driver, "input[name=q]")
+    box.clear()
+    box.send_keys(query)
+    driver.find_element(By.CSS_SELECTOR, "form[role=search] button").click()
+    wait_for(driver, "#results")
+    return driver.find_elements(By.CSS_SELECTOR, "#results .result")
+
+
+def test_search_timeline_graph_profile_and_context(server: str, browser: Any, shots: Path) -> None:
+    results = search_for(browser, server, "which tea do I like")
+    assert results, "no result"
+    first = results[0]
+    assert "genmaicha" in first.find_element(By.CSS_SELECTOR, ".content").text
+    if "explanation" in MemoryItem.model_fields:  # the cross-tier search explains its rankings
+        rows = first.find_elements(By.CSS_SELECTOR, ".explanation tr")
+        assert rows and all(r.find_element(By.CSS_SELECTOR, "meter") for r in rows)
+    else:
+        assert first.find_elements(By.CSS_SELECTOR, ".no-explanation")
+    browser.save_screenshot(str(shots / "ui-search.png"))
+
+    browser.get(f"{server}/timeline")
+    sessions = [s.get_attribute("data-session") for s in browser.find_elements(By.CSS_SELECTOR, "#timeline .session")]
+    assert sessions == ["monday", "friday"]
+    assert "half marathon" in browser.find_element(By.CSS_SELECTOR, "#timeline").text
+    browser.save_screenshot(str(shots / "ui-timeline.png"))
+
+    browser.get(f"{server}/graph")
+    frame = wait_for(browser, "#graph-frame")
+    browser.switch_to.frame(frame)
+    WebDriverWait(browser, WAIT).until(
+        lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "true"
+    )
+    body = browser.find_element(By.TAG_NAME, "body")
+    assert (body.get_attribute("data-errors") or "") in ("", "[]")
+    assert "Lyon" in browser.find_element(By.ID, "node-list").text
+    browser.switch_to.default_content()
+    browser.save_screenshot(str(shots / "ui-graph.png"))
+
+    browser.get(f"{server}/context?input=which+tea+do+I+like")
+    message = wait_for(browser, ".message[data-role=system]")
+    assert "genmaicha" in message.text and "tokens" in message.text
+    assert int(browser.find_element(By.ID, "total-tokens").text.split()[1]) > 0
+    browser.save_screenshot(str(shots / "ui-context.png"))
+
+    browser.get(f"{server}/profile")
+    wait_for(browser, "main h1")
+    assert console_errors(browser) == []
+
+
+def test_another_users_id_in_the_url_gets_nothing(
+    server: str, browser: Any, two_users: tuple[Path, dict[str, Any]]
+) -> None:
+    for path in ("/search?q=vault+code&user=bob", "/timeline?user_id=bob", f"/memory/{two_users[1]['bob']}"):
+        browser.get(server + path)
+        text = wait_for(browser, "main").text
+        assert "oolong" not in text and BOB_SECRET not in browser.page_source, path
+        assert browser.find_elements(By.ID, "error-detail"), path
+    assert not any("oolong" in r.text for r in search_for(browser, server, "vault code"))
+    browser.get_log("browser")  # the refusals above log their 403/404 as console errors by design
+
+
+def test_forget_removes_the_memory_from_search(server: str, browser: Any) -> None:
+    results = search_for(browser, server, "half marathon training")
+    target = next(r for r in results if "half marathon" in r.find_element(By.CSS_SELECTOR, ".content").text)
+    memory_id = target.get_attribute("data-memory-id")
+    target.find_element(By.CSS_SELECTOR, "button.forget").click()
+    wait_for(browser, "#results")
+    assert memory_id not in [
+        r.get_attribute("data-memory-id") for r in browser.find_elements(By.CSS_SELECTOR, ".result")
+    ]
+    again = search_for(browser, server, "half marathon training")
+    assert memory_id not in [r.get_attribute("data-memory-id") for r in again]
+    assert console_errors(browser) == []
+
+
+def test_forget_everything_asks_for_the_user_id(server: str, browser: Any) -> None:
+    browser.get(f"{server}/forget-everything")
+    wait_for(browser, "input[name=confirm]").send_keys("not-alice")
+    browser.find_element(By.CSS_SELECTOR, "main form button").click()
+    assert "nothing was erased" in wait_for(browser, ".error").text
+    browser.get_log("browser")  # the refused confirmation answers 400, logged by the browser
+    assert search_for(browser, server, "which tea do I like")
+    browser.get(f"{server}/forget-everything")
+    wait_for(browser, "input[name=confirm]").send_keys("alice")
+    browser.find_element(By.CSS_SELECTOR, "main form button").click()
+    assert "Erased user alice" in wait_for(browser, "#erased").text
+    assert search_for(browser, server, "which tea do I like") == []
+    assert console_errors(browser) == []
