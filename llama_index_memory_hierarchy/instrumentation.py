@@ -158,12 +158,14 @@ def _put(args: dict[str, Any], result: Any) -> tuple[type[MemoryEvent], dict[str
 def _get(args: dict[str, Any], result: Any) -> tuple[type[MemoryEvent], dict[str, Any], dict[str, Any]]:
     messages = list(result or [])
     texts = [_text(m) for m in messages]
-    injected = bool(messages) and messages[0].role.value == "system"
+    # get() adds the memory message right after the latest user message: the last system message
+    at = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role.value == "system"), None)
+    injected = at is not None
     counts = {
         "messages": len(messages),
         "history_messages": len(messages) - int(injected),
         "memory_message": injected,
-        "memory_tokens": _tokens(texts[0]) if injected else 0,
+        "memory_tokens": _tokens(texts[at]) if at is not None else 0,
         "tokens": sum(map(_tokens, texts)),
     }
     return MemoryGetEvent, counts, {"input": args.get("input"), "messages": texts}

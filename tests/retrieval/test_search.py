@@ -86,8 +86,7 @@ def memory(stocked: tuple[Path, dict[str, str]], embed_model: Any) -> Iterator[H
 
 
 def memory_lines(messages: list[ChatMessage]) -> list[str]:
-    content = messages[0].content or ""
-    assert MEMORY_HEADER in content
+    [content] = [m.content or "" for m in messages if MEMORY_HEADER in (m.content or "")]
     return [line for line in content.split(MEMORY_HEADER, 1)[1].splitlines() if line.startswith("- [")]
 
 
