@@ -26,6 +26,20 @@ def count_tokens(text: str) -> int:
     return len(get_tokenizer()(text))
 
 
+def truncate_to_tokens(text: str, limit: int) -> str:
+    """The longest head of ``text`` (cut at a character) within ``limit`` LLM tokens."""
+    if count_tokens(text) <= limit:
+        return text
+    low, high = 0, len(text)  # binary search on characters: token counts grow with the prefix
+    while low < high:
+        middle = (low + high + 1) // 2
+        if count_tokens(text[:middle]) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:low]
+
+
 def keyword_scope(user_id: str, namespace: str) -> str:
     """One keyword-index token naming a user's namespace (hex, so no tokenizer splits it).
 

@@ -412,9 +412,9 @@ class Demo:
         agent = build_agent(self._agent_llm(), system_prompt=self.script.system_prompt, tools=tools)
         self.say("you", self.script.session_2)
         context = await memory.aget(input=self.script.session_2)
-        given = context[0].content if context and context[0].role.value == "system" else ""
+        given = next((m.content for m in reversed(context) if m.role.value == "system"), "") or ""
         if given:
-            self.out.print("[dim]What HierarchicalMemory.get() puts before the history for the LLM:[/dim]")
+            self.out.print("[dim]What HierarchicalMemory.get() adds to the history for the LLM:[/dim]")
             from rich.panel import Panel
 
             self.out.print(Panel(given, border_style="dim", expand=False))
@@ -603,7 +603,7 @@ class Demo:
             for command in (
                 f"lmh search 'Excel report' {user} {where}",
                 f"lmh timeline {user} {where}",
-                f"lmh graph --entity 'Zhang San' {user} {where}",
+                f"lmh graph --entity '{self.script.entity}' {user} {where}",
                 f"lmh ask 'When is the sales report due?' --namespace demo-docs {user} {where}",
                 f"lmh chat {user} {where}",
             ):

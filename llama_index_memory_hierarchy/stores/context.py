@@ -261,7 +261,32 @@ class StoreContext:
             context._refs = 1
             context.release()
 
+    def _check_record_file(self) -> None:
+        """Refuse a missing or empty ``memory.db`` beside the indexes it is the source of truth for.
+
+        Why: opened as a new store, it would look empty and the vector reconciliation would then wipe
+        the vector index, turning a recoverable accident (a lost or truncated file) into data loss.
+        """
+        path = self.persist_dir / "memory.db"
+        if self.config.record_store_url is not None or self.config.allow_fresh_store:
+            return
+        if path.is_file() and path.stat().st_size > 0:
+            return
+        candidates = [self.persist_dir / name for name in ("vectors", "graph.db", "files", "memory.db-wal")]
+        present = [
+            str(p) for p in candidates if (p.is_dir() and any(p.iterdir())) or (p.is_file() and p.stat().st_size > 0)
+        ]
+        if present:
+            state = "is empty (0 bytes)" if path.exists() else "is missing"
+            raise StoreError(
+                f"record store {path} {state} but this folder holds data it indexes: {', '.join(present)}. "
+                "Restore memory.db from a backup (the indexes are reconciled with it on open). To start a new, "
+                "empty store here instead, discarding that data (e.g. before re-importing an export: "
+                f"LMH_ALLOW_FRESH_STORE=1 lmh import FILE --dir {self.persist_dir}), open with allow_fresh_store=True"
+            )
+
     async def _astart(self) -> None:
+        self._check_record_file()
         await self.records.start()
         await self._acheck_analyzer()
         await self._adrain_or_retry()
