@@ -265,10 +265,11 @@ def test_forget_user_on_postgresql_leaves_nothing_in_the_table_files(tmp_path: P
         try:
             populate(erin, ERIN_WORD, 1)
             populate(bob, BOB_WORD, 2)
+            erin_ids = [r.item.id for r in erin.context.runtime.run(erin.context.records.query(ERIN, limit=8))]
             report = erin.manager.forget_user()
             assert report.compacted and report.rows["memories"] > 0
             files = _pg_table_files(url)
-            for needle in (ERIN, ERIN_WORD, ERIN_SESSION):
+            for needle in (ERIN, ERIN_WORD, ERIN_SESSION, *erin_ids):
                 assert _file_hits(files, needle) == [], needle
                 assert raw_hits(tmp_path / "memory", needle) == [], needle
             assert _file_hits(files, BOB_WORD) and _file_hits(files, BOB)  # the same scan finds the other user
