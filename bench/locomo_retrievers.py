@@ -142,7 +142,7 @@ class DenseBaseline:
         self._matrix = self.embedder.encode([baseline_text(t) for t in turns])
 
     def ranked(self, query: str) -> list[int]:
-        sims = self._matrix @ self.embedder.encode([query])[0]
+        sims = self._matrix @ self.embedder.encode_query(query)
         return [int(i) for i in np.argsort(-sims, kind="stable")[: self.depth]]
 
     def search(self, query: str, k: int) -> list[str]:
@@ -279,7 +279,7 @@ class PipelineRetriever:
                     out.append(({i: float(scores[i]) for i in top_n(scores, cfg.depth)}, weight, "max", None))
         if self._dense_turn is not None or self._dense_ctx is not None:
             assert self.embedder is not None
-            self._query_vector = self.embedder.encode([query])[0]
+            self._query_vector = self.embedder.encode_query(query)
             for matrix, weight in ((self._dense_turn, cfg.w_dense_turn), (self._dense_ctx, cfg.w_dense_context)):
                 if matrix is not None:
                     sims = matrix @ self._query_vector

@@ -87,13 +87,13 @@ class WholeHierarchySystem(HierarchySystem):
         return [str(node.node.metadata.get("dia_id")) for node in nodes]
 
 
-def share_library_model() -> None:
-    """Load the library's default embedding once for every ``HierarchicalMemory`` (via ``Settings.embed_model``)."""
+def share_library_model(name: str) -> None:
+    """Load the library's embedding ``name`` once for every ``HierarchicalMemory`` (via ``Settings.embed_model``)."""
     from llama_index.core import Settings
 
     from llama_index_memory_hierarchy.embeddings import resolve_embed_model
 
-    Settings.embed_model = resolve_embed_model("default")
+    Settings.embed_model = resolve_embed_model(name)
 
 
 def build_system(name: str, embedder: CachedEmbedder, workdir: Path) -> Retriever:
@@ -188,6 +188,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--questions", type=int, default=None, help="only N questions per user, evenly spread")
     parser.add_argument("--k", default="1,5,10", help="cut-offs, comma-separated (default: %(default)s)")
     parser.add_argument("--systems", default=",".join(ALL_SYSTEMS), help="comma-separated: %(default)s")
+    parser.add_argument(
+        "--model", default=None, help="embedding of every system: a library embed_model name (e5, minilm...)"
+    )
     parser.add_argument("--smoke", action="store_true", help="CI smoke run: 2 users, 3 days, 4 questions each")
     parser.add_argument("--no-cache", action="store_true", help="embed without the on-disk cache (honest timings)")
     parser.add_argument("--json", type=Path, default=None, help="write all figures to this JSON file")
@@ -209,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"MemoryBank data not found at {args.data} (see the dataset's SOURCE.md; pass --data)")
     data = {lang: load_memorybank(args.data, lang, args.users, args.days) for lang in langs}
     names = [s.strip() for s in args.systems.split(",") if s.strip()]
-    embedder = CachedEmbedder(use_cache=not args.no_cache)
+    embedder = CachedEmbedder(use_cache=not args.no_cache, library_model=args.model)
     for lang, convs in data.items():
         n_questions = sum(len(sample_questions(c.qa, args.questions)) for c in convs)
         turns = sum(len(c.turns) for c in convs)
@@ -217,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"k={ks}\n")
 
     if {"episodic", "hierarchy"} & set(names):
-        share_library_model()
+        share_library_model(args.model or "default")
     results: dict[str, dict[str, dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="lmh-memorybank-") as workdir:
         for name in names:
@@ -232,6 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "users": {lang: [c.sample_id for c in convs] for lang, convs in data.items()},
             "k": ks,
             "embeddings_cached": not args.no_cache,
+            "model": args.model or "default",
             "machine": machine(),
             "systems": results,
         }

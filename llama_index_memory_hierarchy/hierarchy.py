@@ -2,9 +2,9 @@
 
 Pass it as ``memory=`` to ``FunctionAgent``, ``ReActAgent`` or ``AgentWorkflow``. Every
 message put is recorded at once in working memory and, durably, in episodic memory.
-``get()`` returns this session's recent history within a token budget, preceded by one
-system message carrying the memories retrieved for the current input (or the latest
-user message) from every tier, including earlier sessions.
+``get()`` returns this session's recent history within a token budget with one system
+message, right after the latest user message, carrying the memories retrieved for the
+current input (or the latest user message) from every tier, including earlier sessions.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from pydantic import Field, PrivateAttr
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
+from llama_index_memory_hierarchy.provenance import SIGNATURE_KEY, asigning_key, is_signed_turn, sign_turn
 from llama_index_memory_hierarchy.retrieval.retriever import HierarchyRetriever, afuse_tiers
 from llama_index_memory_hierarchy.stores.context import StoreContext
-from llama_index_memory_hierarchy.text import count_tokens
+from llama_index_memory_hierarchy.text import count_tokens, truncate_to_tokens
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
 from llama_index_memory_hierarchy.tiers.episodic import EpisodicMemory
 from llama_index_memory_hierarchy.tiers.working import WorkingMemory
@@ -70,13 +71,18 @@ def _serialise(message: ChatMessage) -> str | None:
 
 
 def _to_message(item: MemoryItem) -> ChatMessage:
+    """The chat message a signed turn was put as (see :mod:`provenance`), with the role it was put with."""
+    role = MessageRole(item.metadata["role"])
     raw = item.metadata.get("chat_message")
     if raw:
         try:
-            return ChatMessage.model_validate_json(raw)
+            message = ChatMessage.model_validate_json(raw)
+            if message.role == role:
+                return message
         except ValueError:
-            logger.warning("memory %s: stored chat message unreadable; using its text", item.id)
-    return ChatMessage(role=item.metadata.get("role", "user"), content=item.content)
+            pass
+        logger.warning("memory %s: stored chat message unreadable; using its text", item.id)
+    return ChatMessage(role=role, content=item.content)
 
 
 class HierarchicalMemory(BaseMemory):
@@ -291,18 +297,24 @@ class HierarchicalMemory(BaseMemory):
             raise MemoryValidationError("messages", f"at most {MAX_BATCH_ITEMS} messages per call; put them in batches")
         items: list[MemoryItem] = []
         now = utcnow()
+        key = await asigning_key(self._context)
         for position, message in enumerate(messages):
             if not isinstance(message, ChatMessage):
                 raise MemoryValidationError(
                     f"messages[{position}]", f"expected a ChatMessage, got {type(message).__name__}"
                 )
+            memory_id, content = str(uuid.uuid4()), message_text(message)
             metadata: dict[str, Any] = {"role": message.role.value}
             raw = _serialise(message)
             if raw is not None:
                 metadata["chat_message"] = raw
+            metadata[SIGNATURE_KEY] = sign_turn(
+                key, user_id=self.user_id, memory_id=memory_id, role=message.role.value, content=content, raw=raw
+            )
             items.append(
                 MemoryItem.create(
-                    content=message_text(message),
+                    id=memory_id,
+                    content=content,
                     memory_type=MemoryType.EPISODIC,
                     user_id=self.user_id,
                     session_id=self.session_id,
@@ -315,7 +327,7 @@ class HierarchicalMemory(BaseMemory):
         ids = await self._context.awrite(records, dedupe=dedupe)
         for record in records:
             if record.item.metadata["role"] in ("user", "assistant"):
-                await self._working.aadd(record.item, embedding=record.embedding)
+                await self._working.aadd(self._working_view(record.item), embedding=record.embedding)
         history = await self._ahistory()
         known = {memory_id for memory_id, _, _ in history}
         for memory_id, message in zip(ids, messages, strict=True):
@@ -324,6 +336,20 @@ class HierarchicalMemory(BaseMemory):
         self._version += 1
         await self._manager.aafter_put(len(messages))
         return ids
+
+    def _working_view(self, item: MemoryItem) -> MemoryItem:
+        """What working memory holds of a turn: the turn, or its head when it exceeds the working budget.
+
+        Why: episodic memory keeps every turn whole; working memory is a bounded scratchpad, and a
+        reply longer than its whole budget must neither crash ``put()`` (the agent) nor evict everything.
+        """
+        budget = self.config.working_token_budget
+        tokens = count_tokens(item.content)
+        if tokens <= budget:
+            return item
+        head = truncate_to_tokens(item.content, max(budget // 2, 1))
+        metadata = {**item.metadata, "working_view": f"first {count_tokens(head)} of {tokens} tokens"}
+        return item.model_copy(update={"content": f"{head}…", "metadata": metadata})
 
     async def _aset(self, messages: list[ChatMessage]) -> None:
         await self._areset()
@@ -346,6 +372,8 @@ class HierarchicalMemory(BaseMemory):
                 items = await self._episodic.aget_session(self.session_id)
                 if self._history_floor is not None:
                     items = [item for item in items if item.timestamp >= self._history_floor]
+                key = await asigning_key(self._context)  # only turns put() stored replay as chat messages
+                items = [item for item in items if is_signed_turn(key, item)]
                 self._history = [(i.id, _to_message(i), count_tokens(i.content)) for i in items]
             return self._history
 
@@ -361,7 +389,7 @@ class HierarchicalMemory(BaseMemory):
         return [message for _, message, _ in await self._ahistory()]
 
     def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
-        """Recent history within the token budget, preceded by the retrieved memories."""
+        """Recent history within the token budget, with the retrieved memories after the latest user message."""
         return self._run(self._aget(input, **kwargs))
 
     async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
@@ -394,7 +422,14 @@ class HierarchicalMemory(BaseMemory):
             sections = [compressor.section(summary), *([memory_message.content] if memory_message else [])]
             memory_message = ChatMessage(role=MessageRole.SYSTEM, content="\n\n".join(sections))
         messages = [message for _, message, _ in window]
-        return [memory_message, *messages] if memory_message is not None else messages
+        if memory_message is None:
+            return messages
+        # right after the latest user message, never first: ReActAgent takes a leading system message for
+        # its own prompt and drops it, so the memories would never reach its LLM
+        at = next(
+            (i + 1 for i in range(len(messages) - 1, -1, -1) if messages[i].role == MessageRole.USER), len(messages)
+        )
+        return [*messages[:at], memory_message, *messages[at:]]
 
     async def _amemory_message(self, query: str, exclude: set[str]) -> ChatMessage | None:
         key = (query, self._version, frozenset(exclude))

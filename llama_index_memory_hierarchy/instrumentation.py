@@ -1,5 +1,5 @@
 """LlamaIndex instrumentation of memory work: spans and events for put, get, retrieve, consolidation,
-forgetting and erasure, so that tracing integrations (Arize Phoenix, Langfuse, ...) show what memory
+forgetting, deletion by id and erasure, so that tracing integrations (Arize Phoenix, Langfuse, ...) show what memory
 did inside an agent trace.
 
 Every operation opens a span named ``<Class>.<operation>`` under the caller's active span and emits
@@ -102,6 +102,17 @@ class MemoryForgetEvent(MemoryEvent):
     per_tier: dict[str, int] = Field(default_factory=dict)
 
 
+class MemoryDeleteEvent(MemoryEvent):
+    """Memories were deleted by id, with what was derived only from them."""
+
+    requested: int = 0
+    deleted: int = 0
+    not_found: int = 0
+    derived: int = 0
+    facts: int = 0
+    summaries_regenerated: int = 0
+
+
 class MemoryEraseEvent(MemoryEvent):
     """A user was erased from every store."""
 
@@ -147,12 +158,14 @@ def _put(args: dict[str, Any], result: Any) -> tuple[type[MemoryEvent], dict[str
 def _get(args: dict[str, Any], result: Any) -> tuple[type[MemoryEvent], dict[str, Any], dict[str, Any]]:
     messages = list(result or [])
     texts = [_text(m) for m in messages]
-    injected = bool(messages) and messages[0].role.value == "system"
+    # get() adds the memory message right after the latest user message: the last system message
+    at = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role.value == "system"), None)
+    injected = at is not None
     counts = {
         "messages": len(messages),
         "history_messages": len(messages) - int(injected),
         "memory_message": injected,
-        "memory_tokens": _tokens(texts[0]) if injected else 0,
+        "memory_tokens": _tokens(texts[at]) if at is not None else 0,
         "tokens": sum(map(_tokens, texts)),
     }
     return MemoryGetEvent, counts, {"input": args.get("input"), "messages": texts}
@@ -199,6 +212,18 @@ def _forget(args: dict[str, Any], result: Any) -> tuple[type[MemoryEvent], dict[
     return MemoryForgetEvent, counts, {"forgotten": [i.content for t in result.tiers.values() for i in t.items]}
 
 
+def _delete(args: dict[str, Any], result: Any) -> tuple[type[MemoryEvent], dict[str, Any], dict[str, Any]]:
+    counts = {
+        "requested": len(result.deleted) + len(result.not_found),
+        "deleted": len(result.deleted),
+        "not_found": len(result.not_found),
+        "derived": len(result.derived),
+        "facts": result.facts,
+        "summaries_regenerated": len(result.summaries_regenerated),
+    }
+    return MemoryDeleteEvent, counts, {}
+
+
 def _erase(args: dict[str, Any], result: Any) -> tuple[type[MemoryEvent], dict[str, Any], dict[str, Any]]:
     counts = {"rows": result.total_rows, "live_memories": result.live_memories, "compacted": result.compacted}
     return MemoryEraseEvent, counts, {}
@@ -210,6 +235,7 @@ _SUMMARIES: dict[str, Callable[[dict[str, Any], Any], tuple[type[MemoryEvent], d
     "retrieve": _retrieve,
     "consolidate": _consolidate,
     "forget": _forget,
+    "delete": _delete,
     "erase_user": _erase,
 }
 

@@ -28,6 +28,7 @@ import logging
 import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,7 @@ import sqlalchemy as sa
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreError
 from llama_index_memory_hierarchy.stores.base import VectorIndex
-from llama_index_memory_hierarchy.stores.schema import index_outbox, memories
+from llama_index_memory_hierarchy.stores.schema import index_outbox, memories, schema_info
 
 if TYPE_CHECKING:
     from llama_index_memory_hierarchy.stores.context import StoreContext
@@ -113,12 +114,15 @@ class RebuildReport:
     graph_users: dict[str, int] = field(default_factory=dict)  # user -> relations written
     graph_replaced: bool = False  # the embedded graph file was deleted and rebuilt from the facts
     outbox_acknowledged: int = 0
+    reembedded: dict[str, int] = field(default_factory=dict)  # old space -> records moved to the model's space
+    analyzer_version: int = 0  # keyword analysis the keyword index now holds (language.ANALYZER_VERSION)
 
     def summary(self) -> str:
         spaces = ", ".join(f"{s}: {n}" for s, n in self.spaces.items()) or "none"
+        moved = "".join(f"; re-embedded {n} records from {s}" for s, n in self.reembedded.items())
         return (
             f"rebuilt from {self.records} records: keyword index {'yes' if self.keyword_index else 'no'}; "
-            f"vector spaces {spaces}; graphs of {len(self.graph_users)} users"
+            f"vector spaces {spaces}; graphs of {len(self.graph_users)} users{moved}"
         )
 
 
@@ -155,6 +159,69 @@ async def space_stats(records: Any) -> dict[str, tuple[int, int]]:
         return found
 
     return await store.run_transaction(work, write=False, op="space stats")
+
+
+#: ``schema_info`` row holding the keyword analysis version (``language.ANALYZER_VERSION``) of the keyword index.
+ANALYZER_COMPONENT = "keyword_analyzer"
+
+
+def _text_records() -> Any:
+    """Records embedded in a *text* space: everything but perception's satellite vectors (other encoders)."""
+    from llama_index_memory_hierarchy.tiers.perceptual import VECTOR_NAMESPACE
+
+    return memories.c.namespace != VECTOR_NAMESPACE
+
+
+async def foreign_text_spaces(records: Any, space: str) -> dict[str, int]:
+    """``space -> records`` embedded in a text space other than ``space`` (another embedding model).
+
+    Dense search reads only the configured model's space, so these records are found by keywords
+    alone until ``lmh reindex`` re-embeds them with the configured model.
+    """
+    store = _sql_store(records)
+    m = memories.c
+    statement = (
+        sa.select(m.space, sa.func.count())
+        .where(m.space.is_not(None), m.space != space, _text_records())
+        .group_by(m.space)
+    )
+
+    async def work(conn: Any) -> dict[str, int]:
+        return {str(name): int(count) for name, count in (await conn.execute(statement)).all()}
+
+    return await store.run_transaction(work, write=False, op="foreign spaces")
+
+
+async def analyzer_version(records: Any) -> int | None:
+    """The keyword analysis version the store's keyword text was written with.
+
+    A store with records but no version row was written before versions were kept: version 1.
+    A new, empty store is marked with this release's version.
+    """
+    from llama_index_memory_hierarchy.language import ANALYZER_VERSION
+
+    store = _sql_store(records)
+    info = schema_info.c
+
+    async def read(conn: Any) -> int | None:
+        found = (await conn.execute(sa.select(info.version).where(info.component == ANALYZER_COMPONENT))).scalar()
+        if found is not None:
+            return int(found)
+        return None if (await conn.execute(sa.select(memories.c.seq).limit(1))).first() is None else 1
+
+    found = await store.run_transaction(read, write=False, op="analyzer version")
+    if found is None:  # a new store: its keyword text will be written by this analysis
+        await store.run_transaction(lambda conn: _set_analyzer_version(conn, ANALYZER_VERSION), op="analyzer version")
+        return ANALYZER_VERSION
+    return found
+
+
+async def _set_analyzer_version(conn: Any, version: int) -> None:
+    info = schema_info.c
+    row = sa.update(schema_info).where(info.component == ANALYZER_COMPONENT)
+    done = await conn.execute(row.values(version=version))
+    if not done.rowcount:
+        await conn.execute(sa.insert(schema_info).values(component=ANALYZER_COMPONENT, version=version))
 
 
 async def space_ids(records: Any, space: str) -> set[str]:
@@ -484,8 +551,117 @@ async def _arebuild_vectors(config: MemoryConfig, records: Any, report: RebuildR
         report.spaces[space] = written
 
 
-async def arebuild_indexes(config: MemoryConfig) -> RebuildReport:
-    """Rebuild the keyword and vector indexes from the records (the caller holds the folder lock)."""
+async def _areanalyze_keywords(records: SQLRecordStore) -> int:
+    """Recompute every record's keyword text with today's analysis (``language``), as the tiers write it.
+
+    Episodic turns get their date and the two previous turns of their session (in event order),
+    as :meth:`EpisodicMemory.abuild_records` does; every other record its content.
+    """
+    from llama_index_memory_hierarchy.language import ANALYZER_VERSION, keyword_text
+    from llama_index_memory_hierarchy.retrieval.pipeline import DEFAULT_RECIPE, format_turn, keyword_document
+    from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
+    from llama_index_memory_hierarchy.tiers.episodic import speaker_of
+    from llama_index_memory_hierarchy.types import MemoryType
+
+    context = DEFAULT_RECIPE.context_before
+    m = memories.c
+    columns = (m.seq, m.user_id, m.session_id, m.namespace, m.memory_type, m.content, m.timestamp, m.metadata)
+
+    async def work(conn: Any) -> int:
+        rows = (await conn.execute(sa.select(*columns).order_by(m.user_id, m.session_id, m.timestamp, m.seq))).all()
+        history: dict[tuple[str, str], list[str]] = {}
+        updates = []
+        for seq, user_id, session_id, namespace, memory_type, content, timestamp, metadata in rows:
+            if namespace == MEMORY_NAMESPACE and memory_type == MemoryType.EPISODIC.value:
+                speaker = speaker_of(_MetadataOnly(json.loads(metadata or "{}")))  # type: ignore[arg-type]
+                before = history.setdefault((user_id, session_id), []) if session_id else []
+                when = datetime.fromtimestamp(float(timestamp), UTC)
+                text = keyword_document(content, speaker=speaker, when=when, previous=before[-context:])
+                if session_id:
+                    before.append(format_turn(content, speaker))
+            else:
+                text = content
+            updates.append({"b_seq": seq, "b_keyword": keyword_text(text)})
+        statement = sa.update(memories).where(m.seq == sa.bindparam("b_seq")).values(keyword=sa.bindparam("b_keyword"))
+        for start in range(0, len(updates), REINDEX_BATCH):
+            await conn.execute(statement, updates[start : start + REINDEX_BATCH])
+        await _set_analyzer_version(conn, ANALYZER_VERSION)
+        return len(updates)
+
+    return await records.run_transaction(work, write=True, op="reanalyze keywords")
+
+
+@dataclass
+class _MetadataOnly:
+    """Enough of a memory item for ``speaker_of``."""
+
+    metadata: dict[str, Any]
+
+
+async def _areembed(config: MemoryConfig, records: SQLRecordStore, report: RebuildReport, embed_model: Any) -> None:
+    """Move records embedded by another text model into the configured model's space (re-embedding them).
+
+    What is embedded matches the tiers: ``"speaker: text"`` for episodic turns, the content otherwise.
+    """
+    from llama_index_memory_hierarchy.embeddings import EmbeddingService
+    from llama_index_memory_hierarchy.retrieval.pipeline import format_turn
+    from llama_index_memory_hierarchy.stores.record_sql import _embedding_bytes
+    from llama_index_memory_hierarchy.tiers.episodic import speaker_of
+    from llama_index_memory_hierarchy.types import MemoryType
+
+    service = EmbeddingService.from_config(config, embed_model)
+    await service.aprobe()
+    space = service.space
+    m = memories.c
+    for old in await foreign_text_spaces(records, space):
+        moved = 0
+        while True:
+            statement = (
+                sa.select(m.id, m.memory_type, m.content, m.metadata)
+                .where(m.space == old, _text_records())
+                .order_by(m.seq)
+                .limit(REINDEX_BATCH)
+            )
+
+            async def fetch(conn: Any, statement: Any = statement) -> list[Any]:
+                return list((await conn.execute(statement)).all())
+
+            rows = await records.run_transaction(fetch, write=False, op="reembed read")
+            if not rows:
+                break
+            texts = [
+                format_turn(content, speaker_of(_MetadataOnly(json.loads(meta or "{}"))))  # type: ignore[arg-type]
+                if memory_type == MemoryType.EPISODIC.value
+                else content
+                for _, memory_type, content, meta in rows
+            ]
+            vectors = await service.aembed_texts(texts)
+            values = [
+                {"b_id": memory_id, "b_embedding": _embedding_bytes(vector), "b_space": space}
+                for (memory_id, *_), vector in zip(rows, vectors, strict=True)
+            ]
+            update = (
+                sa.update(memories)
+                .where(m.id == sa.bindparam("b_id"))
+                .values(embedding=sa.bindparam("b_embedding"), space=sa.bindparam("b_space"))
+            )
+
+            async def write(conn: Any, values: list[dict[str, Any]] = values, update: Any = update) -> None:
+                await conn.execute(update, values)
+
+            await records.run_transaction(write, write=True, op="reembed write")
+            moved += len(rows)
+        report.reembedded[old] = moved
+        logger.info("re-embedded %d records of %s into %s", moved, old, space)
+
+
+async def arebuild_indexes(config: MemoryConfig, *, embed_model: Any = None, reembed: bool = True) -> RebuildReport:
+    """Rebuild the keyword and vector indexes from the records (the caller holds the folder lock).
+
+    With ``reembed`` (the default), records embedded by another text model than the configured
+    one (``embed_model`` overrides the config's) are re-embedded into its space first.
+    """
+    from llama_index_memory_hierarchy.language import ANALYZER_VERSION
     from llama_index_memory_hierarchy.stores.record_sql import SQLRecordStore
 
     report = RebuildReport()
@@ -493,8 +669,12 @@ async def arebuild_indexes(config: MemoryConfig) -> RebuildReport:
     await records.start()
     try:
         upto = await _outbox_max_seq(records)
+        if reembed:
+            await _areembed(config, records, report, embed_model)
+        await _areanalyze_keywords(records)
         await records.rebuild_keyword_index()
         report.keyword_index = True
+        report.analyzer_version = ANALYZER_VERSION
         report.records = await records.count(None, namespace=None)
         await _arebuild_vectors(config, records, report)
         # Every index now reflects the records as they were after entry ``upto``: those are applied.
@@ -552,7 +732,9 @@ def _rebuild_graphs(config: MemoryConfig, users: list[str]) -> dict[str, int]:
     return written
 
 
-def rebuild_indexes(config: MemoryConfig | str | Path, *, graph: bool = True) -> RebuildReport:
+def rebuild_indexes(
+    config: MemoryConfig | str | Path, *, graph: bool = True, embed_model: Any = None, reembed: bool = True
+) -> RebuildReport:
     """Rebuild every derived index of a deployment from its record store (``lmh reindex``).
 
     Embedded folders must not be open anywhere (this takes the folder lock and raises
@@ -562,6 +744,11 @@ def rebuild_indexes(config: MemoryConfig | str | Path, *, graph: bool = True) ->
     pending outbox entries are acknowledged, and each user's knowledge graph is rebuilt from
     the semantic fact records (the embedded ``graph.db`` is deleted first, so a corrupt one is
     replaced). ``config`` may be a :class:`MemoryConfig` or a persist folder.
+
+    Records embedded by another embedding model (a store made before ``embed_model`` changed)
+    are re-embedded with the configured model (``embed_model`` overrides it) and moved to its
+    space, unless ``reembed`` is False; the keyword text of every record is recomputed with
+    today's analysis (:mod:`~llama_index_memory_hierarchy.language`).
     """
     from llama_index_memory_hierarchy.runtime import get_runtime
     from llama_index_memory_hierarchy.stores.context import _FolderLock
@@ -571,7 +758,7 @@ def rebuild_indexes(config: MemoryConfig | str | Path, *, graph: bool = True) ->
     lock = _FolderLock(Path(config.persist_dir).expanduser().resolve()) if embedded else None
     runtime = get_runtime()
     try:
-        report = runtime.run(arebuild_indexes(config))
+        report = runtime.run(arebuild_indexes(config, embed_model=embed_model, reembed=reembed))
         if graph and not config.graph_store_url:
             report.graph_replaced = _remove_embedded_graph(Path(config.persist_dir).expanduser().resolve())
     finally:

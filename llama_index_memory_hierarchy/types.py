@@ -29,7 +29,7 @@ MAX_METADATA_DEPTH = 8
 #: about 10 KB each at peak); larger inputs are refused with a precise error, so call in batches.
 MAX_BATCH_ITEMS = 10_000
 #: Identifiers (user, session, namespace): printable, no path separators, bounded.
-_ID_PATTERN = re.compile(r"^[A-Za-z0-9_.@:+\-=]{1,128}$")
+_ID_PATTERN = re.compile(r"[A-Za-z0-9_.@:+\-=]{1,128}")
 
 
 class MemoryType(str, Enum):
@@ -51,12 +51,15 @@ def as_utc(value: datetime | str | float | int, field: str = "timestamp") -> dat
     if isinstance(value, bool):
         raise MemoryValidationError(field, "expected a datetime, ISO string or epoch seconds, got bool")
     if isinstance(value, (int, float)):
-        if not math.isfinite(value):
-            raise MemoryValidationError(field, f"must be finite, got {value!r}")
         try:
-            return datetime.fromtimestamp(value, tz=UTC)
-        except (OverflowError, OSError, ValueError) as exc:
-            raise MemoryValidationError(field, f"epoch seconds out of range: {value!r}") from exc
+            finite = math.isfinite(value)
+            moment = datetime.fromtimestamp(value, tz=UTC) if finite else None
+        except (OverflowError, OSError, ValueError) as exc:  # past year 9999, or an int too large for a float
+            shown = f"{value!r}" if isinstance(value, float) or abs(value) < 10**30 else f"{value.bit_length()} bits"
+            raise MemoryValidationError(field, f"epoch seconds out of range: {shown}") from exc
+        if moment is None:
+            raise MemoryValidationError(field, f"must be finite, got {value!r}")
+        return moment
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value)
@@ -66,14 +69,17 @@ def as_utc(value: datetime | str | float | int, field: str = "timestamp") -> dat
         raise MemoryValidationError(field, f"expected a datetime, got {type(value).__name__}")
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError as exc:  # e.g. 9999-12-31T23:00-05:00 is past datetime.max in UTC
+        raise MemoryValidationError(field, f"out of range once converted to UTC: {value.isoformat()}") from exc
 
 
 def validate_identifier(value: Any, field: str) -> str:
     """Check a user, session or namespace id: a short string safe in paths and filters."""
     if not isinstance(value, str):
         raise MemoryValidationError(field, f"must be a string, got {type(value).__name__}")
-    if not _ID_PATTERN.match(value) or value in {".", ".."}:
+    if not _ID_PATTERN.fullmatch(value) or value in {".", ".."}:
         raise MemoryValidationError(field, f"must be 1-128 characters of letters, digits and _.@:+-=, got {value!r}")
     return value
 

@@ -20,6 +20,7 @@ from pydantic import Field
 
 from llama_index_memory_hierarchy.instrumentation import (
     MemoryConsolidationEvent,
+    MemoryDeleteEvent,
     MemoryEraseEvent,
     MemoryEvent,
     MemoryForgetEvent,
@@ -141,15 +142,20 @@ def test_lifecycle_operations_emit_events(
     memory.manager.consolidate()
     memory.manager.retrieve_memories("where do I live", limit=3)
     memory.manager.forget("importance_based", dry_run=True, threshold=0.99)
+    memory.manager.forget_memories([memory.episodic.get_session("s1")[0].id])
     memory.manager.forget_user()
     by_type = {type(e) for e in events.events}
-    assert {MemoryConsolidationEvent, MemoryRetrieveEvent, MemoryForgetEvent, MemoryEraseEvent} <= by_type
+    assert {MemoryConsolidationEvent, MemoryRetrieveEvent, MemoryForgetEvent, MemoryDeleteEvent} <= by_type
+    assert MemoryEraseEvent in by_type
+    delete = next(e for e in events.events if isinstance(e, MemoryDeleteEvent))
+    assert delete.requested == 1 and delete.deleted == 1 and delete.contents is None
     forget = next(e for e in events.events if isinstance(e, MemoryForgetEvent))
     assert forget.dry_run and forget.considered >= 2
     erase = next(e for e in events.events if isinstance(e, MemoryEraseEvent))
     assert erase.rows >= 2
     names = {s.id_.partition("-")[0] for s in spans.completed_spans}
     assert {"Consolidator.consolidate", "MemoryManager.retrieve", "Forgetter.forget", "memory.erase_user"} <= names
+    assert "memory.delete" in names
 
 
 def test_a_failing_operation_drops_its_span(
@@ -162,3 +168,10 @@ def test_a_failing_operation_drops_its_span(
     with pytest.raises(MemoryValidationError):
         memory.put_messages("not a list")  # type: ignore[arg-type]
     assert any(s.id_.startswith("HierarchicalMemory.put") for s in spans.dropped_spans)
+
+
+def test_trace_contents_is_off_by_default_and_read_from_the_environment() -> None:
+    from llama_index_memory_hierarchy.config import MemoryConfig
+
+    assert MemoryConfig().trace_contents is False
+    assert MemoryConfig.from_env(environ={"LMH_TRACE_CONTENTS": "1"}).trace_contents is True

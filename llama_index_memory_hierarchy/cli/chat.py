@@ -151,7 +151,8 @@ async def _command(text: str, memory: Any, tools: Any, out: Output) -> str:
         result = await tools.amemory_stats()
     elif name == "/context":
         messages = await memory.aget()
-        result = messages[0].content if messages and messages[0].role.value == "system" else "(no memories retrieved)"
+        system = [m.content for m in messages if m.role.value == "system"]  # the memory message, after the user's
+        result = system[-1] if system else "(no memories retrieved)"
     else:
         result = f"unknown or incomplete command {text!r}; /help lists them"
     if not out.json_mode:

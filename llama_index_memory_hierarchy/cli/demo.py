@@ -14,6 +14,7 @@ import json
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,91 @@ job is the best exercise.
 }
 
 
+@dataclass(frozen=True)
+class DemoScript:
+    """What the demo says, in one language: the two sessions, the remembered facts, the questions, the documents."""
+
+    system_prompt: str
+    session_1: list[str]
+    remember: list[tuple[str, float]]
+    session_2: str
+    recall_query: str
+    kb_question: str
+    documents: dict[str, str]
+    entity: str  # whose graph neighbourhood is shown
+    recalled: tuple[str, ...]  # words of session 1 that an answer in session 2 should use
+    caption: str
+
+
+ZH_DOCUMENTS = {
+    "excel-automation.md": """# 用Python自动化Excel报表
+
+## 读取工作簿
+用 `pandas.read_excel("sales.xlsx", sheet_name="Orders")` 读取销售导出数据。pandas 通过 openpyxl
+读取 .xlsx 文件，所以两者都要安装：`pip install pandas openpyxl`。
+
+## 生成周报
+用 `df.groupby("region")["amount"].sum()` 按地区汇总订单，再用 `DataFrame.to_excel` 写入新的工作表。
+
+## 每周自动运行
+把这些步骤写进脚本 `weekly_report.py`，再定时运行：Linux 或 macOS 上用 cron，例如
+`0 8 * * MON python weekly_report.py`，Windows 上用任务计划程序。
+""",
+    "acme-reporting-policy.md": """# Acme公司报表制度
+
+## 每周销售报表
+每周销售报表在每周一上午10点前提交，列出各地区的销售总额和前十名客户，
+以Excel工作簿保存在共享文件夹 `reports/sales/`。
+
+## 审核
+销售部经理李四在周一例会前审核报表，修改意见在周二中午前提交。
+""",
+    "python-learning-path.md": """# Python学习路线
+
+## 掌握基础语法之后
+学习函数、模块和虚拟环境，然后是标准库：`pathlib`、`datetime` 和 `csv`。
+
+## 数据处理
+接着学习用 pandas 处理表格、用 matplotlib 画图。把自己工作中的真实报表自动化是最好的练习。
+""",
+}
+
+SCRIPTS = {
+    "en": DemoScript(
+        system_prompt=SYSTEM_PROMPT,
+        session_1=SESSION_1,
+        remember=REMEMBER,
+        session_2=SESSION_2,
+        recall_query=RECALL_QUERY,
+        kb_question=KB_QUESTION,
+        documents=DOCUMENTS,
+        entity="Zhang San",
+        recalled=("Python", "Excel", "report", "Acme", "Li Si"),
+        caption="Whiteboard sketch of the weekly sales report pipeline: Excel export -> Python script -> report",
+    ),
+    "zh": DemoScript(
+        system_prompt="你是一位有长期记忆、友好的Python导师。用一两句简短的话回答。",
+        session_1=[
+            "你好！我叫张三，正在学习Python，已经掌握了基础语法。",
+            "我在Acme公司做数据分析师。我的经理李四让我把每周的Excel销售报表自动化。",
+        ],
+        remember=[
+            ("张三正在学习Python，已经掌握了基础语法。", 0.8),
+            ("张三在Acme公司做数据分析师。", 0.8),
+            ("张三想把每周的Excel销售报表自动化。", 0.8),
+            ("李四是张三的经理。", 0.6),
+        ],
+        session_2="你还记得我的学习进度吗？",
+        recall_query="张三的经理是谁？",
+        kb_question="每周销售报表什么时候交？怎样用Python自动化？",
+        documents=ZH_DOCUMENTS,
+        entity="张三",
+        recalled=("Python", "基础语法", "Excel", "报表", "Acme", "李四"),
+        caption="白板草图：每周销售报表流程，Excel导出 -> Python脚本 -> 报表",
+    ),
+}
+
+
 def register(commands: Any, parents: list[argparse.ArgumentParser], formatter: Any) -> None:
     demo = commands.add_parser(
         "demo",
@@ -94,6 +180,9 @@ def register(commands: Any, parents: list[argparse.ArgumentParser], formatter: A
     )
     demo.add_argument("--keep", action="store_true", help="keep the demo folder (a temporary one otherwise)")
     demo.add_argument("--reset", action="store_true", help="erase the demo user's earlier memories in --dir first")
+    demo.add_argument(
+        "--lang", choices=sorted(SCRIPTS), default="en", help="language of the scripted conversation (zh: Chinese)"
+    )
     demo.add_argument("--max-tokens", type=int, default=80, metavar="N", help="local model: most tokens per reply")
     demo.set_defaults(handler=run_demo)
 
@@ -124,6 +213,7 @@ class Demo:
         self.out = out
         self.config = load_config(args)
         self.folder = Path(self.config.persist_dir).expanduser().resolve()
+        self.script = SCRIPTS[getattr(args, "lang", "en")]
         self.report: dict[str, Any] = {"user_id": self.config.user_id, "folder": str(self.folder), "timings": {}}
         self.llm: Any = None
         self.llm_note = ""
@@ -244,7 +334,7 @@ class Demo:
                 self.timed("load_llm", loading)
             tools = MemoryToolSpec(memory)
             llm = self._agent_llm()
-            agent = build_agent(llm, system_prompt=SYSTEM_PROMPT, tools=tools.to_tool_list())
+            agent = build_agent(llm, system_prompt=self.script.system_prompt, tools=tools.to_tool_list())
             turns = []
             chatting = time.perf_counter()
             tool_calls: list[dict[str, Any]] = []
@@ -253,7 +343,7 @@ class Demo:
                 tool_calls.append({"tool": name, "args": kwargs, "result": output})
                 self.say("tool", f"{name}({_args(kwargs)}) -> {_outcome(output)}")
 
-            for message in SESSION_1:
+            for message in self.script.session_1:
                 self.say("you", message)
                 reply = await arun_turn(agent, message, memory, on_tool=on_tool)
                 self.say("agent", reply)
@@ -265,7 +355,7 @@ class Demo:
                     "itself; this small local model cannot call tools reliably, so the demo makes the calls it "
                     "would make:[/dim]"
                 )
-                for content, importance in REMEMBER:
+                for content, importance in self.script.remember:
                     result = await tools.aremember(content, "semantic", importance)
                     tool_calls.append({"tool": "remember", "args": {"content": content}, "result": result})
                     self.say("tool", f"remember({content!r}) -> {_outcome(result)}")
@@ -288,8 +378,7 @@ class Demo:
             image = _whiteboard_png(self.folder / "whiteboard.png")
             perception_id = await memory.perceptual.aadd_perception(
                 str(image),
-                caption="Whiteboard sketch of the weekly sales report pipeline: "
-                "Excel export -> Python script -> report",
+                caption=self.script.caption,
                 importance=0.5,
             )
         except Exception as exc:  # pillow or the perceptual tier unavailable: the rest of the demo still runs
@@ -319,18 +408,19 @@ class Demo:
         started = time.perf_counter()
         memory = self._memory("session-2")
         self.memory = memory  # kept open for the next steps; closed in finish()
-        agent = build_agent(self._agent_llm(), system_prompt=SYSTEM_PROMPT, tools=MemoryToolSpec(memory).to_tool_list())
-        self.say("you", SESSION_2)
-        context = await memory.aget(input=SESSION_2)
-        given = context[0].content if context and context[0].role.value == "system" else ""
+        tools = MemoryToolSpec(memory).to_tool_list()
+        agent = build_agent(self._agent_llm(), system_prompt=self.script.system_prompt, tools=tools)
+        self.say("you", self.script.session_2)
+        context = await memory.aget(input=self.script.session_2)
+        given = next((m.content for m in reversed(context) if m.role.value == "system"), "") or ""
         if given:
-            self.out.print("[dim]What HierarchicalMemory.get() puts before the history for the LLM:[/dim]")
+            self.out.print("[dim]What HierarchicalMemory.get() adds to the history for the LLM:[/dim]")
             from rich.panel import Panel
 
             self.out.print(Panel(given, border_style="dim", expand=False))
-        reply = await arun_turn(agent, SESSION_2, memory)
+        reply = await arun_turn(agent, self.script.session_2, memory)
         self.say("agent", reply)
-        used = [word for word in ("Python", "Excel", "report", "Acme", "Li Si") if word.lower() in reply.lower()]
+        used = [word for word in self.script.recalled if word.lower() in reply.lower()]
         tiny = self.llm is None or type(self.llm).__name__ == "LocalLLM"
         if used and not tiny:
             self.say("note", f"the answer uses what session 1 said ({', '.join(used)})")
@@ -347,7 +437,8 @@ class Demo:
                 "the small local model did not use the memories above; they are in its prompt, and a "
                 "capable LLM (--llm) answers from them",
             )
-        self.report["session_2"] = {"user": SESSION_2, "memory_context": given, "agent": reply, "recalled": used}
+        question = self.script.session_2
+        self.report["session_2"] = {"user": question, "memory_context": given, "agent": reply, "recalled": used}
         self.timed("session_2", started)
 
     # ------------------------------------------------------------------ tiers, recall, graph
@@ -383,7 +474,7 @@ class Demo:
     def show_recall(self) -> None:
         self.step("Fused recall across tiers")
         retriever = self.memory.as_retriever(similarity_top_k=6)
-        nodes = retriever.retrieve(RECALL_QUERY)
+        nodes = retriever.retrieve(self.script.recall_query)
         rows = [
             [
                 str(rank),
@@ -393,10 +484,11 @@ class Demo:
             ]
             for rank, n in enumerate(nodes, start=1)
         ]
-        self.out.print(f"memory.as_retriever().retrieve({RECALL_QUERY!r}) - dense + keyword per tier, fused by rank:")
+        query = self.script.recall_query
+        self.out.print(f"memory.as_retriever().retrieve({query!r}) - dense + keyword per tier, fused by rank:")
         self.out.print(self.out.table(None, ["#", "tier", "score", "memory"], rows))
         self.report["recall"] = {
-            "query": RECALL_QUERY,
+            "query": self.script.recall_query,
             "results": [
                 {"tier": n.node.metadata.get("memory_type"), "score": n.score, "content": n.node.get_content()}
                 for n in nodes
@@ -416,9 +508,9 @@ class Demo:
                 [list(f) for f in facts],
             )
         )
-        related = semantic.get_related_entities("Zhang San", depth=2)
+        related = semantic.get_related_entities(self.script.entity, depth=2)
         if related:
-            self.out.print("semantic.get_related_entities('Zhang San', depth=2):")
+            self.out.print(f"semantic.get_related_entities({self.script.entity!r}, depth=2):")
             for entity in related:
                 self.out.print(f"  hop {entity.hop}: {entity.path}")
         html = self.folder / "knowledge_graph.html"
@@ -440,7 +532,7 @@ class Demo:
         started = time.perf_counter()
         docs = self.folder / "docs"
         docs.mkdir(parents=True, exist_ok=True)
-        for name, text in DOCUMENTS.items():
+        for name, text in self.script.documents.items():
             (docs / name).write_text(text, encoding="utf-8")
         kb = KnowledgeBase.from_defaults(
             namespace="demo-docs",
@@ -452,9 +544,9 @@ class Demo:
         try:
             report = await kb.aadd_documents(docs)
             self.out.print(f"ingested {docs}: {report.summary()}")
-            self.say("you", KB_QUESTION)
+            self.say("you", self.script.kb_question)
             if self.llm is None:
-                nodes = await kb.as_retriever(similarity_top_k=3).aretrieve(KB_QUESTION)
+                nodes = await kb.as_retriever(similarity_top_k=3).aretrieve(self.script.kb_question)
                 self.out.print(
                     "[dim]No LLM: MQE, HyDE and the answer need one. The passages a query engine would cite:[/dim]"
                 )
@@ -466,9 +558,9 @@ class Demo:
             else:
                 engine = kb.as_query_engine(mqe_queries=2, hyde=True, similarity_top_k=5)
                 with self.out.status("Expanding the query (MQE, HyDE), searching and answering"):
-                    response = await engine.aquery(KB_QUESTION)
+                    response = await engine.aquery(self.script.kb_question)
                 if not self.out.json_mode:
-                    show_answer(self.out, KB_QUESTION, response, self.llm, mqe_requested=2)
+                    show_answer(self.out, self.script.kb_question, response, self.llm, mqe_requested=2)
                     if type(self.llm).__name__ == "LocalLLM":
                         self.out.print(
                             "[dim]A 135M model writes rough expansions and answers: the search still fuses the "
@@ -477,7 +569,7 @@ class Demo:
                         )
                 self.report["knowledge_base"] = {
                     "ingest": report.model_dump(mode="json"),
-                    **answer_data(KB_QUESTION, response, self.llm),
+                    **answer_data(self.script.kb_question, response, self.llm),
                 }
         finally:
             kb.close()

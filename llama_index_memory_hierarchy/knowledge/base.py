@@ -95,7 +95,7 @@ RESERVED_KEYS = (
 
 def kb_namespace(name: str) -> str:
     """The record namespace of knowledge base ``name`` (letters, digits, ``_.-``; no ``:``)."""
-    if not isinstance(name, str) or not _NAME.match(name) or name in {".", ".."}:
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or name in {".", ".."}:
         raise MemoryValidationError("namespace", f"must be 1-64 characters of letters, digits and _.-, got {name!r}")
     return f"{KB_NAMESPACE_PREFIX}{name}"
 

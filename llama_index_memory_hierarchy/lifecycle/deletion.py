@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
+from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, Record
 from llama_index_memory_hierarchy.stores.schema import memories
 from llama_index_memory_hierarchy.types import MemoryType, validate_identifier, validate_memory_id
@@ -73,6 +74,7 @@ class DeletionReport(BaseModel):
         return len(self.deleted)
 
 
+@traced("delete")
 async def adelete_memories(
     context: StoreContext,
     user_id: str,

@@ -27,6 +27,7 @@ import numpy as np
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
+from llama_index_memory_hierarchy.language import query_stopwords
 from llama_index_memory_hierarchy.lifecycle._llm import configured_llm
 from llama_index_memory_hierarchy.lifecycle.compression import ConversationCompressor
 from llama_index_memory_hierarchy.lifecycle.consolidation import ConsolidationReport, Consolidator
@@ -43,7 +44,6 @@ from llama_index_memory_hierarchy.lifecycle.routing import HeuristicRouter, Rout
 from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
 from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
 from llama_index_memory_hierarchy.retrieval.fusion import reciprocal_rank_fusion
-from llama_index_memory_hierarchy.retrieval.pipeline import QUERY_STOPWORDS
 from llama_index_memory_hierarchy.text import keyword_tokens
 from llama_index_memory_hierarchy.tiers.working import matches
 from llama_index_memory_hierarchy.types import (
@@ -366,7 +366,7 @@ class MemoryManager:
                 vectors[item.id] = emb
         cosine = {i.id: float(np.dot(vector, vectors[i.id])) for i in candidates}
         dense = sorted(cosine, key=lambda memory_id: cosine[memory_id], reverse=True)
-        terms = {t for t in keyword_tokens(query) if t not in QUERY_STOPWORDS}
+        terms = {t for t in keyword_tokens(query) if t not in query_stopwords()}
         overlap: dict[str, float] = {}
         for item in candidates:
             words = set(keyword_tokens(item.content))

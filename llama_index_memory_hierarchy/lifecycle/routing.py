@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from llama_index_memory_hierarchy.language import mentions_event_time
 from llama_index_memory_hierarchy.lifecycle._llm import LLMReplyError, acomplete, object_schema, parse_json
 from llama_index_memory_hierarchy.types import MemoryType
 
@@ -45,16 +46,6 @@ _WORKING = re.compile(
     r"(?:task|chat|conversation)|temporar(?:y|ily)|in the next \w+|in \d+ (?:seconds?|minutes?|mins?|hours?)|"
     r"for the next \w+|let'?s focus on|keep in mind for now|until i say|scratch ?pad|to-?do|next step|"
     r"currently working on|i'?m (?:now )?(?:looking at|working on|debugging|reading))\b",
-    re.IGNORECASE,
-)
-#: Time expressions that mark an event ("yesterday", "last week", "on Monday", "in 2019", "3 days ago").
-TIME_EXPRESSION = re.compile(
-    r"\b(yesterday|today|tonight|this (?:morning|afternoon|evening|week|weekend|month|year)|last (?:night|week|"
-    r"weekend|month|year|monday|tuesday|wednesday|thursday|friday|saturday|sunday|summer|winter|spring|fall|"
-    r"autumn)|\d+ (?:days?|weeks?|months?|years?|hours?) ago|ago|on (?:monday|tuesday|wednesday|thursday|"
-    r"friday|saturday|sunday)|in (?:19|20)\d\d|(?:19|20)\d\d-\d\d-\d\d|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|"
-    r"oct|nov|dec)[a-z]* \d{1,2}(?:st|nd|rd|th)?|at \d{1,2}(?::\d\d)? ?(?:am|pm)?|earlier today|just now|"
-    r"when i was)\b",
     re.IGNORECASE,
 )
 _EVENT_VERB = re.compile(
@@ -100,7 +91,7 @@ class HeuristicRouter:
         working = len(_WORKING.findall(text))
         if working:
             scores[MemoryType.WORKING] += 0.6 + 0.15 * (working - 1)
-        if TIME_EXPRESSION.search(text):
+        if mentions_event_time(text):
             scores[MemoryType.EPISODIC] += 0.45
             if _EVENT_VERB.search(text):
                 scores[MemoryType.EPISODIC] += 0.15

@@ -53,7 +53,7 @@ def user_dir_name(user_id: str) -> str:
     macOS), which would let two users share, and delete, each other's files.
     """
     user_id = validate_identifier(user_id, "user_id")
-    if _SAFE_USER_DIR.match(user_id):
+    if _SAFE_USER_DIR.fullmatch(user_id):
         return user_id
     slug = re.sub(r"[^a-z0-9_\-]", "_", user_id.lower())[:48]
     return f"{slug}-{hashlib.sha256(user_id.encode()).hexdigest()[:12]}"
@@ -91,13 +91,13 @@ class FileRef:
         sha = data.get("sha256")
         if mode not in ("stored", "reference"):
             raise MemoryValidationError("metadata.file.mode", f"must be 'stored' or 'reference', got {mode!r}")
-        if not isinstance(sha, str) or not _SHA.match(sha):
+        if not isinstance(sha, str) or not _SHA.fullmatch(sha):
             raise MemoryValidationError("metadata.file.sha256", "not a SHA-256 hex digest")
         ext = normalise_extension(str(data.get("ext") or "bin")) or "bin"
         size = data.get("size")
         size = size if isinstance(size, int) and size >= 0 else 0
         ref, path = data.get("ref"), data.get("path")
-        if mode == "stored" and (not isinstance(ref, str) or not _REF.match(ref)):
+        if mode == "stored" and (not isinstance(ref, str) or not _REF.fullmatch(ref)):
             raise MemoryValidationError("metadata.file.ref", f"not a stored-file reference: {str(ref)[:100]!r}")
         if mode == "reference" and (not isinstance(path, str) or not os.path.isabs(path)):
             raise MemoryValidationError("metadata.file.path", "a referenced file needs an absolute path")
@@ -274,7 +274,7 @@ class FileStore:
 
     # ------------------------------------------------------------------ access
     def _confine(self, ref: str) -> Path:
-        match = _REF.match(ref) if isinstance(ref, str) else None
+        match = _REF.fullmatch(ref) if isinstance(ref, str) else None
         if match is None or match.group("shard") != match.group("sha")[:2]:
             raise MemoryValidationError("metadata.file.ref", f"not a stored-file reference: {str(ref)[:100]!r}")
         path = (self.root / ref).resolve()

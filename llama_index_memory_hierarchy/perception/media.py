@@ -127,7 +127,7 @@ def normalise_extension(name_or_ext: str | None) -> str | None:
         return None
     ext = name_or_ext.rsplit(".", 1)[-1].lower() if "." in name_or_ext else name_or_ext.lower()
     ext = _EXT_ALIASES.get(ext, ext)
-    return ext if _EXT_PATTERN.match(ext) else None
+    return ext if _EXT_PATTERN.fullmatch(ext) else None
 
 
 def sniff(head: bytes) -> tuple[Modality, str] | None:

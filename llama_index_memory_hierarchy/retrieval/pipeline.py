@@ -25,98 +25,62 @@ speaker and event time.
 
 from __future__ import annotations
 
-import calendar
 import math
-import re
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal, TypeVar
+
+from llama_index_memory_hierarchy import language
+from llama_index_memory_hierarchy.language import (
+    TimeHint,
+    extract_time_hints,
+    has_temporal_intent,
+    has_time_expression,
+    mentioned_names,
+)
+from llama_index_memory_hierarchy.language import _as_utc as _as_utc
+from llama_index_memory_hierarchy.language import keyword_tokens as tokenize
+from llama_index_memory_hierarchy.language import stem as light_stem
+
+__all__ = [
+    "TimeHint",
+    "extract_time_hints",
+    "has_temporal_intent",
+    "has_time_expression",
+    "light_stem",
+    "mentioned_names",
+    "tokenize",
+]
 
 K = TypeVar("K", bound=Hashable)
 
 # ------------------------------------------------------------------------------ keyword query
-#: Words that carry no content in a question: question words, auxiliaries, pronouns,
-#: determiners and common prepositions. Removed from keyword queries only (never from
-#: stored text), so the keyword index ranks on what the question is about.
-_QUERY_STOPWORD_TEXT = """
-a an the and or but nor if then else so than that this these those there here
-what when where which who whom whose why how whatever whichever
-is are was were be been being am do does did done doing has have had having
-will would shall should can could may might must ought
-i me my mine myself we us our ours ourselves you your yours yourself yourselves
-he him his himself she her hers herself it its itself they them their theirs themselves
-of in on at to for from by with without about into onto over under up down out off as per via
-some any all both each every either neither more most other another such own same
-very just also too only really ever even still yet not no
-kind type sort thing things something anything
-"""
-QUERY_STOPWORDS: frozenset[str] = frozenset(_QUERY_STOPWORD_TEXT.split())
-
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+# The language functions (tokenize, light_stem, keyword_terms, stem_text, keyword_query, the time
+# hints, mentioned_names) live in :mod:`llama_index_memory_hierarchy.language`; the names here
+# are kept for the pipeline's callers. ``tokenize`` is the keyword index's tokenizer (jieba for
+# Chinese) and ``light_stem`` its Snowball English stemmer.
 
 
-def tokenize(text: str) -> list[str]:
-    """Lower-case word tokens (letters and digits), punctuation dropped."""
-    return _WORD.findall(text.casefold())
-
-
-_VOWELS = frozenset("aeiouy")
-_DOUBLES = frozenset("bdfgmnprt")
-
-
-def light_stem(token: str) -> str:
-    """A small, conservative English stemmer: plurals, ``-ing``, ``-ed`` and a final ``e``.
-
-    ``camping``/``camped``/``camps`` -> ``camp``; ``making``/``make`` -> ``mak``;
-    ``parties``/``party`` -> ``parti``... the point is only that a word and its
-    inflections meet on the same key, in the index and in the query alike (apply it
-    to both). Tokens of three letters or fewer, or with digits, are kept as they are.
-    """
-    word = token
-    if len(word) <= 3 or not word.isalpha() or not word.isascii():
-        return word
-    if word.endswith("sses"):
-        word = word[:-2]
-    elif word.endswith("ies") and len(word) > 4:
-        word = word[:-3] + "i"
-    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        word = word[:-1]
-    for suffix in ("ing", "ed"):
-        if word.endswith(suffix) and not word.endswith("eed"):
-            stem = word[: -len(suffix)]
-            if len(stem) >= 3 and any(ch in _VOWELS for ch in stem):
-                word = stem
-                if len(word) >= 4 and word[-1] == word[-2] and word[-1] in _DOUBLES:
-                    word = word[:-1]
-            break
-    if word.endswith("y") and len(word) > 3 and word[-2] not in _VOWELS:
-        word = word[:-1] + "i"
-    if word.endswith("e") and len(word) > 3:
-        word = word[:-1]
-    return word
+def __getattr__(name: str) -> Any:
+    if name == "QUERY_STOPWORDS":  # loaded on first use (the lists ship with bm25s)
+        return language.query_stopwords()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def keyword_terms(
     query: str,
     *,
-    stopwords: Iterable[str] = QUERY_STOPWORDS,
+    stopwords: Iterable[str] | None = None,
     tokenizer: Callable[[str], list[str]] = tokenize,
 ) -> list[str]:
-    """Content words of a question for a keyword (BM25) search, unique, in order.
+    """Content words of a question for a keyword (BM25) search, unique, in order (:func:`language.query_terms`).
 
     ``"What did Caroline research?"`` gives ``["caroline", "research"]``. When every
     word is a stopword the query's own tokens are returned, so a search never goes empty.
-    ``tokenizer`` must be the one the keyword index uses (for example the library's
-    ``text.keyword_tokens``, which also segments Chinese and Japanese).
+    ``tokenizer`` must be the one the keyword index uses (the default is).
     """
-    stop = stopwords if isinstance(stopwords, (set, frozenset)) else frozenset(stopwords)
-    tokens = tokenizer(query)
-    seen: dict[str, None] = {}
-    for token in tokens:
-        if token not in stop:
-            seen.setdefault(token, None)
-    return list(seen) or list(dict.fromkeys(tokens))
+    return language.query_terms(query, stopwords=stopwords, tokenizer=tokenizer)
 
 
 def stem_text(text: str, *, tokenizer: Callable[[str], list[str]] = tokenize) -> str:
@@ -265,168 +229,6 @@ def keyword_document(
 
 
 # ------------------------------------------------------------------------------ time
-_MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
-_MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
-_MONTHS["sept"] = 9
-_MONTH_RE = "|".join(sorted(_MONTHS, key=len, reverse=True))
-_ORD = r"(?:st|nd|rd|th)?"
-_YEAR = r"((?:19|20)\d\d)"
-_SEASONS = {"spring": (3, 3), "summer": (6, 3), "autumn": (9, 3), "fall": (9, 3), "winter": (12, 3)}
-_NUMBER_WORDS = {
-    "a": 1,
-    "an": 1,
-    "one": 1,
-    "two": 2,
-    "three": 3,
-    "four": 4,
-    "five": 5,
-    "six": 6,
-    "seven": 7,
-    "eight": 8,
-    "nine": 9,
-    "ten": 10,
-    "few": 3,
-    "couple of": 2,
-    "several": 4,
-}
-_NUM = r"(\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|few|a few|couple of|a couple of|several)"
-
-_DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}}){_ORD}\s+(?:of\s+)?({_MONTH_RE})\.?,?\s*{_YEAR}\b", re.I)
-_MONTH_DAY_YEAR = re.compile(rf"\b({_MONTH_RE})\.?\s+(\d{{1,2}}){_ORD},?\s*{_YEAR}\b", re.I)
-_MONTH_YEAR = re.compile(rf"\b({_MONTH_RE})\.?,?\s+(?:of\s+)?{_YEAR}\b", re.I)
-_SEASON_YEAR = re.compile(r"\b(spring|summer|autumn|fall|winter)\s+(?:of\s+)?((?:19|20)\d\d)\b", re.I)
-_ISO_DATE = re.compile(r"\b((?:19|20)\d\d)-(\d{1,2})-(\d{1,2})\b")
-_YEAR_ONLY = re.compile(rf"\b{_YEAR}\b")
-_MONTH_ALONE = re.compile(rf"\b(?:in|during|on|of|since|until|by|early|mid|late|last|this)\s+({_MONTH_RE})\b", re.I)
-_RELATIVE_DAY = re.compile(r"\b(today|tonight|this morning|this afternoon|this evening|yesterday|tomorrow)\b", re.I)
-_RELATIVE_UNIT = re.compile(r"\b(last|this|next|past)\s+(week|weekend|month|year)\b", re.I)
-_AGO = re.compile(rf"\b{_NUM}\s+(day|week|month|year)s?\s+ago\b", re.I)
-
-
-@dataclass(frozen=True)
-class TimeHint:
-    """A time the query refers to: the interval ``[start, end)`` and how precise it is."""
-
-    start: datetime
-    end: datetime
-    granularity: Literal["day", "week", "month", "season", "year"]
-    text: str = field(default="", compare=False)
-
-
-def _utc(year: int, month: int, day: int) -> datetime:
-    return datetime(year, month, day, tzinfo=UTC)
-
-
-def _month_span(year: int, month: int, count: int = 1) -> tuple[datetime, datetime]:
-    start = _utc(year, month, 1)
-    end_month = month + count
-    end = _utc(year + (end_month - 1) // 12, (end_month - 1) % 12 + 1, 1)
-    return start, end
-
-
-def _safe_day(year: int, month: int, day: int) -> datetime | None:
-    try:
-        return _utc(year, month, day)
-    except ValueError:
-        return None
-
-
-def _as_utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
-def extract_time_hints(query: str, now: datetime | None = None) -> list[TimeHint]:
-    """Dates and periods named in ``query``, as UTC intervals.
-
-    Understands absolute dates (``"8 May, 2023"``, ``"October 13, 2023"``,
-    ``"2023-05-08"``), months (``"May 2023"``; ``"in May"`` = the latest May not after
-    ``now``), seasons (``"summer 2022"``), years (``"in 2022"``) and, relative to ``now``,
-    ``today``/``yesterday``, ``last week``/``this month``/``next year`` and ``N days ago``.
-    Relative expressions are ignored when ``now`` is None. Overlapping matches are
-    reported once (the most precise wins).
-    """
-    hints: list[TimeHint] = []
-    taken: list[tuple[int, int]] = []
-    now = _as_utc(now) if now is not None else None
-
-    def free(match: re.Match[str]) -> bool:
-        a, b = match.span()
-        return all(b <= s or a >= e for s, e in taken)
-
-    def add(match: re.Match[str], start: datetime | None, end: datetime | None, granularity: Any) -> None:
-        taken.append(match.span())  # an impossible date (30 February) is still not a year
-        if start is None or end is None:
-            return
-        hints.append(TimeHint(start, end, granularity, match.group(0)))
-
-    for m in _ISO_DATE.finditer(query):
-        day = _safe_day(int(m.group(1)), int(m.group(2)), int(m.group(3)))
-        add(m, day, day + timedelta(days=1) if day else None, "day")
-    for m in _DAY_MONTH_YEAR.finditer(query):
-        if free(m):
-            day = _safe_day(int(m.group(3)), _MONTHS[m.group(2).lower()], int(m.group(1)))
-            add(m, day, day + timedelta(days=1) if day else None, "day")
-    for m in _MONTH_DAY_YEAR.finditer(query):
-        if free(m):
-            day = _safe_day(int(m.group(3)), _MONTHS[m.group(1).lower()], int(m.group(2)))
-            add(m, day, day + timedelta(days=1) if day else None, "day")
-    for m in _MONTH_YEAR.finditer(query):
-        if free(m):
-            add(m, *_month_span(int(m.group(2)), _MONTHS[m.group(1).lower()]), "month")
-    for m in _SEASON_YEAR.finditer(query):
-        if free(m):
-            first, count = _SEASONS[m.group(1).lower()]
-            add(m, *_month_span(int(m.group(2)), first, count), "season")
-    for m in _YEAR_ONLY.finditer(query):
-        if free(m):
-            year = int(m.group(1))
-            add(m, _utc(year, 1, 1), _utc(year + 1, 1, 1), "year")
-    if now is not None:
-        for m in _MONTH_ALONE.finditer(query):
-            if free(m) and not (m.group(1).lower() == "may" and not m.group(0)[0].isalpha()):
-                month = _MONTHS[m.group(1).lower()]
-                year = now.year if month <= now.month else now.year - 1
-                add(m, *_month_span(year, month), "month")
-        today = _utc(now.year, now.month, now.day)
-        for m in _RELATIVE_DAY.finditer(query):
-            if free(m):
-                word = m.group(1).lower()
-                offset = -1 if word == "yesterday" else 1 if word == "tomorrow" else 0
-                day = today + timedelta(days=offset)
-                add(m, day, day + timedelta(days=1), "day")
-        for m in _RELATIVE_UNIT.finditer(query):
-            if not free(m):
-                continue
-            which, unit = m.group(1).lower(), m.group(2).lower()
-            step = {"last": -1, "past": -1, "this": 0, "next": 1}[which]
-            if unit in ("week", "weekend"):
-                monday = today - timedelta(days=today.weekday()) + timedelta(weeks=step)
-                if unit == "weekend":
-                    add(m, monday + timedelta(days=5), monday + timedelta(days=7), "day")
-                else:
-                    add(m, monday, monday + timedelta(days=7), "week")
-            elif unit == "month":
-                index = now.year * 12 + now.month - 1 + step
-                add(m, *_month_span(index // 12, index % 12 + 1), "month")
-            else:
-                year = now.year + step
-                add(m, _utc(year, 1, 1), _utc(year + 1, 1, 1), "year")
-        for m in _AGO.finditer(query):
-            if not free(m):
-                continue
-            amount = _NUMBER_WORDS.get(m.group(1).lower().removeprefix("a ").strip())
-            if amount is None:
-                amount = int(m.group(1)) if m.group(1).isdigit() else 1
-            unit = m.group(2).lower()
-            days = {"day": 1, "week": 7, "month": 30, "year": 365}[unit] * amount
-            centre = today - timedelta(days=days)
-            spread = timedelta(days=max(1, days // 7))
-            granularity = {"day": "day", "week": "week", "month": "month", "year": "year"}[unit]
-            add(m, centre - spread, centre + spread, granularity)
-    hints.sort(key=lambda h: h.start)
-    return hints
-
-
 #: How fast :func:`time_score` falls off outside a hint, in days, by the hint's precision.
 TIME_SCALES_DAYS: dict[str, float] = {"day": 3.0, "week": 5.0, "month": 10.0, "season": 20.0, "year": 45.0}
 
@@ -461,48 +263,7 @@ def time_score(
     return best
 
 
-_TEMPORAL_INTENT = re.compile(
-    r"^\s*when\b|\bwhen (?:did|does|do|is|was|were|will|has|have|had)\b|\bwhat (?:year|month|date|day|time|week)\b"
-    r"|\bwhich (?:year|month|date|day|week)\b|\bhow long\b|\bhow many (?:days|weeks|months|years)\b"
-    r"|\bsince when\b|\bhow (?:soon|recently|often)\b",
-    re.I,
-)
-_TIME_EXPRESSION = re.compile(
-    rf"\b(?:yesterday|today|tonight|tomorrow|recently|lately|ago|last|next|this (?:morning|afternoon|evening|"
-    rf"week|weekend|month|year|summer|winter|spring|fall|autumn)|weekend|(?:mon|tues|wednes|thurs|fri|satur|sun)day"
-    rf"|{_MONTH_RE}|(?:19|20)\d\d|since|until|soon|earlier|(?:a )?(?:few|couple of) (?:days|weeks|months|years)"
-    rf"|\d+ (?:days|weeks|months|years)|(?:day|week|month|year)s? (?:ago|before|after))\b",
-    re.I,
-)
-
-
-def has_temporal_intent(query: str) -> bool:
-    """Whether the question asks for a time (``When ...?``, ``How long ...?``, ``What year ...?``)."""
-    return bool(_TEMPORAL_INTENT.search(query))
-
-
-def has_time_expression(text: str) -> bool:
-    """Whether ``text`` mentions a time (``yesterday``, ``last week``, ``in May``, ``2022``, ``3 days ago``)."""
-    return bool(_TIME_EXPRESSION.search(text))
-
-
 # ------------------------------------------------------------------------------ entities
-def mentioned_names(query: str, names: Iterable[str]) -> set[str]:
-    """The ``names`` (speakers, people) that ``query`` mentions as whole words, case-insensitive.
-
-    A possessive (``"Caroline's"``) counts; a name inside another word does not.
-    """
-    words = set(tokenize(query))
-    found = set()
-    for name in names:
-        if not name:
-            continue
-        parts = tokenize(name)
-        if parts and all(p in words for p in parts):
-            found.add(name)
-    return found
-
-
 def entity_boost(speaker: str | None, text: str, names: Iterable[str], *, mention_weight: float = 0.5) -> float:
     """Entity affinity of a candidate for the ``names`` a query mentions, in [0, 1].
 

@@ -158,6 +158,8 @@ class StoreContext:
         self._resources: dict[str, Any] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._retry: asyncio.Task[Any] | None = None
+        #: ``space -> records`` embedded by another text model (counted when the space is first resolved).
+        self.foreign_spaces: dict[str, int] | None = None
         try:
             runtime.run(self._astart())
         except BaseException:
@@ -275,14 +277,55 @@ class StoreContext:
             context._refs = 1
             context.release()
 
+    def _check_record_file(self) -> None:
+        """Refuse a missing or empty ``memory.db`` beside the indexes it is the source of truth for.
+
+        Why: opened as a new store, it would look empty and the vector reconciliation would then wipe
+        the vector index, turning a recoverable accident (a lost or truncated file) into data loss.
+        """
+        path = self.persist_dir / "memory.db"
+        if self.config.record_store_url is not None or self.config.allow_fresh_store:
+            return
+        if path.is_file() and path.stat().st_size > 0:
+            return
+        candidates = [self.persist_dir / name for name in ("vectors", "graph.db", "files", "memory.db-wal")]
+        present = [
+            str(p) for p in candidates if (p.is_dir() and any(p.iterdir())) or (p.is_file() and p.stat().st_size > 0)
+        ]
+        if present:
+            state = "is empty (0 bytes)" if path.exists() else "is missing"
+            raise StoreError(
+                f"record store {path} {state} but this folder holds data it indexes: {', '.join(present)}. "
+                "Restore memory.db from a backup (the indexes are reconciled with it on open). To start a new, "
+                "empty store here instead, discarding that data (e.g. before re-importing an export: "
+                f"LMH_ALLOW_FRESH_STORE=1 lmh import FILE --dir {self.persist_dir}), open with allow_fresh_store=True"
+            )
+
     async def _astart(self) -> None:
+        self._check_record_file()
         await self.records.start()
+        await self._acheck_analyzer()
         await self._adrain_or_retry()
         if self._lock is not None and not self.config.vectors_on_server:
             # Vector indexes held by this process alone: repair any that lost acknowledged points.
             from llama_index_memory_hierarchy.maintenance import areconcile_vectors
 
             await areconcile_vectors(self)
+
+    async def _acheck_analyzer(self) -> None:
+        """Warn when the keyword text was written by another keyword analysis (``lmh reindex`` recomputes it)."""
+        from llama_index_memory_hierarchy.language import ANALYZER_VERSION
+        from llama_index_memory_hierarchy.maintenance import analyzer_version
+
+        found = await analyzer_version(self.records)
+        if found != ANALYZER_VERSION:
+            logger.warning(
+                "the keyword index of %s was written by keyword analysis v%s (this release uses v%d): keyword "
+                "search may miss inflected or Chinese words; run `lmh reindex` to recompute it",
+                self.records.where,
+                found,
+                ANALYZER_VERSION,
+            )
 
     async def _aclose(self) -> None:
         if self._retry is not None:
@@ -346,9 +389,27 @@ class StoreContext:
         return as_vector_index(made, space, dim)
 
     async def aspace(self) -> str:
-        """The text embedding space (loads the model on first use, off the loop)."""
+        """The text embedding space (loads the model on first use, off the loop).
+
+        The first time, records embedded by another model are counted (:attr:`foreign_spaces`)
+        and a warning names ``lmh reindex``, which moves them to this model's space.
+        """
         await self.embeddings.aprobe()
-        return self.embeddings.space
+        space = self.embeddings.space
+        if self.foreign_spaces is None:
+            from llama_index_memory_hierarchy.maintenance import foreign_text_spaces
+
+            self.foreign_spaces = await foreign_text_spaces(self.records, space)
+            if self.foreign_spaces:
+                logger.warning(
+                    "%d memories of %s were embedded by another model (%s), not by the configured %s: dense "
+                    "search misses them (keywords still find them); run `lmh reindex` to re-embed them",
+                    sum(self.foreign_spaces.values()),
+                    self.records.where,
+                    ", ".join(self.foreign_spaces),
+                    space,
+                )
+        return space
 
     # ------------------------------------------------------------------ writes
     async def awrite(self, records: Sequence[Record], *, dedupe: bool = False, embed: bool = True) -> list[str]:

@@ -310,8 +310,8 @@ async def edit(request: Request) -> Response:
     elif action == "unpin":
         await manager.aunpin(item.id)
     else:
-        await app.memory.tiers([item.memory_type])[0].aremove(item.id)
-        logger.info("inspector: forgot %s memory %s", item.memory_type.value, item.id)
+        report = await manager.aforget_memories([item.id])  # with what was derived only from it
+        logger.info("inspector: forgot %s memory %s (%d derived)", item.memory_type.value, item.id, len(report.derived))
     target = _local_target(form.get("next"), f"/memory/{item.id}" if action != "forget" else "/")
     if action == "forget" and target.startswith(f"/memory/{item.id}"):
         target = "/"

@@ -69,6 +69,16 @@ def test_demo(tmp_path: Path) -> None:
     assert_clean_error(again, 1, "already has", "--reset")
 
 
+def test_demo_in_chinese(tmp_path: Path) -> None:
+    """The worked example in Chinese, offline: session 2's "你还记得我的学习进度吗？" gets session 1's progress."""
+    report = run_lmh("demo", "--lang", "zh", "--llm", "none", "--dir", str(tmp_path / "demo"), "--json").json()
+    assert report["session_2"]["user"] == "你还记得我的学习进度吗？"
+    context = report["session_2"]["memory_context"]
+    assert "正在学习Python" in context and "基础语法" in context
+    assert any("李四" in r["content"] for r in report["recall"]["results"])  # "张三的经理是谁？"
+    assert len(report["knowledge_base"]["ingest"]["added"]) == 3
+
+
 def test_demo_without_an_llm_runs_and_says_so(tmp_path: Path) -> None:
     shown = run_lmh("demo", "--llm", "none").ok().stdout
     for section in ("Session 1", "Session 2", "What each tier holds", "Fused recall", "Knowledge graph", "Done"):

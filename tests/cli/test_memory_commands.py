@@ -127,3 +127,33 @@ def test_export_import_erase_and_reindex(tmp_path: Path) -> None:
     assert erased["user_id"] == "carol" and sum(erased["rows"].values()) >= 1
     stats = run_lmh("stats", "--json", "--dir", source, "--user", "carol").json()
     assert stats["episodic"]["count"] == stats["semantic"]["count"] == stats["perceptual"]["count"] == 0
+
+
+def test_reindex_moves_a_store_to_another_embedding_model(tmp_path: Path) -> None:
+    """A store embedded by MiniLM, opened with multilingual E5: detected, then `lmh reindex` re-embeds it.
+
+    The query shares no word with the memory it should find (English question, Chinese memory),
+    so only the dense side can find it: not before the reindex (the records sit in MiniLM's
+    space), and first after it.
+    """
+    folder = str(tmp_path / "memory")
+    common = ["--dir", folder, "--user", "zhang", "--json"]
+    minilm, e5 = {"LMH_EMBED_MODEL": "minilm"}, {"LMH_EMBED_MODEL": "e5"}
+    food = cli_helpers.run_lmh("add", "我喜欢吃辣的川菜", "--tier", "episodic", *common, env=minilm).json()
+    cli_helpers.run_lmh(
+        "add", "My manager Lee asked me for the weekly report", "--tier", "episodic", *common, env=minilm
+    )
+
+    before = cli_helpers.run_lmh("search", "spicy Sichuan food", *common, env=e5)
+    assert before.json()["results"] == []
+    assert "embedded by another model" in before.stderr and "lmh reindex" in before.stderr
+
+    report = cli_helpers.run_lmh("reindex", "--dir", folder, "--json", env=e5).json()
+    assert list(report["reembedded"].values()) == [2] and "minilm" in next(iter(report["reembedded"]))
+    assert list(report["spaces"]) == ["multilingual-e5-small-q4-384"]
+
+    after = cli_helpers.run_lmh("search", "spicy Sichuan food", *common, env=e5)
+    assert after.json()["results"][0]["id"] == food["id"]
+    assert "another model" not in after.stderr
+    again = cli_helpers.run_lmh("reindex", "--dir", folder, "--json", env=e5).json()
+    assert again["reembedded"] == {}  # nothing left to move

@@ -74,8 +74,8 @@ def test_weeks_of_conversation_stay_within_budget_and_remember_day_one(memory_fa
     last = memory_factory(session_id="day-09", **settings)
     last.put(ChatMessage(role=MessageRole.USER, content="What can I pack for Mia's school lunch tomorrow?"))
     messages = last.get()
-    assert messages[0].role == MessageRole.SYSTEM
-    assert "allergic to peanuts" in messages[0].content  # day one, a week later
+    assert messages[-1].role == MessageRole.SYSTEM  # the memory message, after the latest user message
+    assert "allergic to peanuts" in messages[-1].content  # day one, a week later
     assert context_tokens(messages) <= HISTORY_BUDGET + MEMORY_BUDGET
     recalled = last.manager.retrieve_memories("Is Mia allergic to anything?", limit=3)
     assert any("peanuts" in item.content for item in recalled)

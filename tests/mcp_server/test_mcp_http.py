@@ -1,4 +1,4 @@
-"""``lmh mcp --http``: one real server on a free loopback port, driven by the MCP SDK's client.
+"""``lmh mcp --http``: the real server on a free loopback port (``conftest.server``), driven by the SDK's client.
 
 Every request carries a bearer token from the server's token file; the tests check that a token
 reaches only its own user's memories and documents, whatever ``user_id`` or memory id a call
@@ -9,8 +9,6 @@ clients lose no write.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -18,29 +16,22 @@ pytest.importorskip("mcp")
 
 import httpx2
 from mcp.shared.exceptions import MCPError
-from mcp_helpers import TOOLS, HttpServer, counts, http_session, ids, ok, refused, text, write_tokens
-
-ALICE, BOB, CAROL, DAVE = (f"{name}-token-0123456789abcdef" for name in ("alice", "bob", "carol", "dave"))
-ADMIN = "admin-token-0123456789abcdef"
-USERS = {ALICE: "alice", BOB: "bob", CAROL: "carol", DAVE: "dave"}
-
-
-def _ingest_manual(folder: Path, source: Path) -> None:
-    """Alice's knowledge base 'manuals' holds one document (written before the server holds the folder)."""
-    from llama_index_memory_hierarchy.knowledge.base import KnowledgeBase
-
-    source.write_text("# Router\n\nTo reset the router, hold the red reset button for ten seconds.\n", "utf-8")
-    with KnowledgeBase.from_defaults(namespace="manuals", persist_dir=str(folder), user_id="alice") as kb:
-        assert kb.add_documents(str(source)).ok
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
-    root = tmp_path_factory.mktemp("mcp-http")
-    _ingest_manual(root / "memory", root / "router.md")
-    tokens = write_tokens(root / "tokens.toml", USERS, admin=ADMIN)
-    with HttpServer(root / "memory", tokens) as running:
-        yield running
+from mcp_helpers import (
+    ADMIN,
+    ALICE,
+    BOB,
+    CAROL,
+    DAVE,
+    TOOLS,
+    USERS,
+    HttpServer,
+    counts,
+    http_session,
+    ids,
+    ok,
+    refused,
+    text,
+)
 
 
 async def call(server: HttpServer, token: str, tool: str, **arguments: object) -> object:

@@ -34,7 +34,7 @@ FLOAT_KEYS = ("timestamp", "importance")
 
 def validate_space(space: Any) -> str:
     """A vector space id: safe as a folder and collection name."""
-    if not isinstance(space, str) or not _SPACE.match(space) or space in {".", ".."}:
+    if not isinstance(space, str) or not _SPACE.fullmatch(space) or space in {".", ".."}:
         raise MemoryValidationError("space", f"must be 1-160 characters of letters, digits and ._-, got {space!r}")
     return space
 
@@ -47,7 +47,7 @@ def validate_dim(dim: Any) -> int:
 
 
 def _field_name(name: Any, where: str) -> str:
-    if not isinstance(name, str) or not _FIELD.match(name):
+    if not isinstance(name, str) or not _FIELD.fullmatch(name):
         raise MemoryValidationError(where, f"payload field names must be identifiers, got {name!r}")
     return name
 

@@ -57,7 +57,7 @@ def _require_chroma() -> None:
 def collection_name(prefix: str, space: str) -> str:
     """``<prefix>_<space>`` when Chroma accepts it, else ``<prefix>-<hash>`` (names are 3-512 safe characters)."""
     name = f"{prefix}_{space}"
-    if _NAME.match(name) and ".." not in name:
+    if _NAME.fullmatch(name) and ".." not in name:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:32]
     safe = re.sub(r"[^A-Za-z0-9]", "", prefix)[:32] or "lmh"
@@ -221,7 +221,7 @@ def chroma_vector_index(
     _require_chroma()
     space = validate_space(space)
     dim = validate_dim(dim)
-    if not isinstance(collection_prefix, str) or not _PREFIX.match(collection_prefix):
+    if not isinstance(collection_prefix, str) or not _PREFIX.fullmatch(collection_prefix):
         raise MemoryValidationError(
             "collection_prefix", f"must be 1-64 letters, digits, _ or -, got {collection_prefix!r}"
         )

@@ -440,7 +440,7 @@ def qdrant_vector_index(
     """
     space = validate_space(space)
     dim = validate_dim(dim)
-    if not isinstance(collection_prefix, str) or not _PREFIX.match(collection_prefix):
+    if not isinstance(collection_prefix, str) or not _PREFIX.fullmatch(collection_prefix):
         raise MemoryValidationError(
             "collection_prefix", f"must be 1-64 letters, digits, _ or -, got {collection_prefix!r}"
         )

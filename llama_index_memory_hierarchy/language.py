@@ -1,0 +1,585 @@
+"""Language-aware text analysis, in one place: what the keyword index, the retrieval priors and the router read.
+
+Everything that depends on the language of a text lives here, built on maintained libraries
+(each imported lazily, on first use):
+
+* :func:`detect_language`: ``"zh"``, ``"ja"``, ``"en"`` or ``"und"`` from Unicode script
+  ranges (enough to tell Chinese from English, also in mixed text).
+* :func:`keyword_tokens`: the one tokenizer of the keyword index, for stored text and
+  queries alike: NFKC, case-folded Unicode word runs, Chinese/Japanese runs segmented by
+  ``jieba``. :func:`stem` (Snowball English via ``PyStemmer``; Chinese words as they are)
+  gives :func:`index_terms`, what the index stores and what its queries search.
+* :func:`query_terms`: a question's content words: stop-words removed with the maintained
+  lists that ``bm25s`` ships (NLTK's English list, a Chinese list).
+* :func:`extract_time_hints`: the dates and periods a text names, relative to an event
+  time: Chinese through ``dateparser`` (``"上周"``, ``"5月2日"``, ``"三天前"``, ``"昨天晚上"``),
+  English through this module's patterns (``"8 May, 2023"``, ``"last week"``, ``"in May"``),
+  plus :func:`has_temporal_intent` (the question asks *when*) and :func:`has_time_expression`
+  (a text mentions a time), in both languages.
+* :func:`person_names`: people named in a text: spaCy's English NER (``en_core_web_sm``,
+  extra ``nlp``) and jieba's part-of-speech tag ``nr`` for Chinese; :func:`mentioned_names`
+  matches known names in a query (whole words in English, the characters in Chinese).
+
+Changing what :func:`index_terms` returns changes the keyword index: bump
+:data:`ANALYZER_VERSION`, and existing stores are told to run ``lmh reindex``.
+"""
+
+from __future__ import annotations
+
+import calendar
+import logging
+import re
+import threading
+import unicodedata
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+from typing import Any, Literal
+
+logger = logging.getLogger(__name__)
+
+#: Version of the keyword analysis (:func:`index_terms`); stored with the record store.
+#: 1: light English stemmer (before this module); 2: Snowball English stemmer.
+ANALYZER_VERSION = 2
+
+# ------------------------------------------------------------------------------ scripts
+# Han ideographs (+ extensions, compatibility) and hiragana: segmented with jieba.
+_HAN = "\u3005\u3007\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef"
+_HIRAGANA = "\u3041-\u309f"
+# Katakana (loanwords): kept as whole words; jieba's dictionary would split them into characters.
+_KATAKANA = "\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f"
+# Combining marks of common scripts, which Python's ``\w`` does not count as word characters but
+# which belong inside words (Latin diacritics after NFKC leftovers, Hebrew, Arabic, Indic, Thai, Lao).
+_MARKS = (
+    "\u0300-\u036f\u0483-\u0489\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7"
+    "\u0610-\u061a\u064b-\u065f\u0670\u0900-\u0963\u0966-\u0dff\u0e00-\u0eff"
+)
+_CJK = _HAN + _HIRAGANA
+_TOKEN = re.compile(
+    rf"(?P<cjk>[{_CJK}]+)|(?P<kana>[{_KATAKANA}]+)|(?P<word>(?:(?![{_CJK}{_KATAKANA}])(?:[^\W_]|[{_MARKS}]))+)"
+)
+_HAN_CHAR = re.compile(f"[{_HAN}]")
+_KANA_CHAR = re.compile(f"[{_HIRAGANA}{_KATAKANA}]")
+_LATIN_CHAR = re.compile(r"[A-Za-z\u00c0-\u024f]")
+
+Language = Literal["zh", "ja", "en", "und"]
+
+
+def detect_language(text: str) -> Language:
+    """The main language of ``text`` by script: ``"zh"``, ``"ja"``, ``"en"`` (Latin script) or ``"und"``.
+
+    A Han character carries about as much as a short Latin word, so mixed text counts each
+    Han character as three Latin letters: ``"我在学Python"`` is Chinese, ``"I love 川菜 a lot"``
+    English. Kana make it Japanese.
+    """
+    if not text:
+        return "und"
+    if _KANA_CHAR.search(text):
+        return "ja"
+    han = len(_HAN_CHAR.findall(text))
+    latin = len(_LATIN_CHAR.findall(text))
+    if not han and not latin:
+        return "und"
+    return "zh" if 3 * han >= latin else "en"
+
+
+def has_han(text: str) -> bool:
+    """Whether ``text`` holds any Han (Chinese) character."""
+    return bool(_HAN_CHAR.search(text))
+
+
+# ------------------------------------------------------------------------------ tokens
+_jieba_lock = threading.Lock()
+_jieba: Any = None
+
+
+def _jieba_module() -> Any:
+    """jieba, imported and initialised once, quietly."""
+    global _jieba
+    if _jieba is None:
+        with _jieba_lock:
+            if _jieba is None:
+                import jieba
+
+                jieba.setLogLevel(logging.ERROR)
+                jieba.initialize()
+                _jieba = jieba
+    return _jieba
+
+
+def _cut_for_search() -> Callable[[str], Iterator[str]]:
+    """jieba's search-mode segmenter (a long word also yields its shorter words)."""
+    return _jieba_module().cut_for_search
+
+
+def keyword_tokens(text: str) -> list[str]:
+    """Lower-case Unicode word tokens of ``text``; Chinese/Japanese runs segmented with jieba.
+
+    Punctuation, symbols and whitespace are dropped, so user text cannot smuggle in query
+    syntax. The same function tokenizes stored text and search text, so matching is
+    consistent across keyword index backends.
+    """
+    if not text:
+        return []
+    normalised = unicodedata.normalize("NFKC", text).casefold()
+    tokens: list[str] = []
+    for match in _TOKEN.finditer(normalised):
+        run = match.group("cjk")
+        if run is None:
+            tokens.append(match.group(0))
+            continue
+        for word in _cut_for_search()(run):
+            word = word.strip()
+            if word:
+                tokens.append(word)
+    return tokens
+
+
+_stemmers = threading.local()  # PyStemmer objects are not safe to share between threads
+
+
+def _english_stemmer() -> Any:
+    stemmer = getattr(_stemmers, "english", None)
+    if stemmer is None:
+        import Stemmer
+
+        stemmer = _stemmers.english = Stemmer.Stemmer("english")
+    return stemmer
+
+
+def stem(token: str) -> str:
+    """The Snowball (Porter 2) English stem of a Latin-letter token; any other token as it is.
+
+    ``camping``/``camped``/``camps`` -> ``camp``, ``parties``/``party`` -> ``parti``. Tokens
+    with digits, non-Latin words (Chinese, Cyrillic...) and words of three letters or fewer
+    are kept unchanged. Apply it to stored text and queries alike.
+    """
+    if len(token) <= 3 or not token.isascii() or not token.isalpha():
+        return token
+    return _english_stemmer().stemWord(token)
+
+
+def index_terms(text: str) -> list[str]:
+    """Keyword tokens, stemmed: what the keyword index stores for ``text`` and what its queries search."""
+    tokens = keyword_tokens(text)
+    if not tokens:
+        return tokens
+    stemmer = _english_stemmer()
+    return [
+        stemmer.stemWord(t) if len(t) > 3 and t.isascii() and t.isalpha() else t  # as stem(), in one call
+        for t in tokens
+    ]
+
+
+def keyword_text(text: str) -> str:
+    """The text the keyword index stores: :func:`index_terms` joined by single spaces."""
+    return " ".join(index_terms(text))
+
+
+@lru_cache(maxsize=1)
+def query_stopwords() -> frozenset[str]:
+    """Words that carry no content in a question, English and Chinese (maintained lists shipped by ``bm25s``).
+
+    English: NLTK's list (question words, auxiliaries, pronouns, determiners, prepositions),
+    Chinese: bm25s's Chinese list (function words, pronouns, question particles). Removed from
+    keyword queries only, never from stored text.
+    """
+    from bm25s.stopwords import STOPWORDS_CHINESE, STOPWORDS_EN_PLUS
+
+    words = {w.casefold() for w in STOPWORDS_EN_PLUS} | set(STOPWORDS_CHINESE)
+    # The tokenizer splits contractions: "didn't" -> "didn", "t"; the list has both halves.
+    return frozenset(words)
+
+
+def query_terms(
+    query: str,
+    *,
+    stopwords: Iterable[str] | None = None,
+    tokenizer: Callable[[str], list[str]] = keyword_tokens,
+) -> list[str]:
+    """Content words of a question for a keyword search, unique, in order (not stemmed).
+
+    ``"What did Caroline research?"`` gives ``["caroline", "research"]``; ``"我的经理是谁？"``
+    gives ``["经理"]``. When every word is a stop-word the query's own tokens are returned,
+    so a search never goes empty. ``tokenizer`` must be the one the keyword index uses.
+    """
+    stop = query_stopwords() if stopwords is None else frozenset(stopwords)
+    tokens = tokenizer(query)
+    seen: dict[str, None] = {}
+    for token in tokens:
+        if token not in stop and not _is_punctuation(token):
+            seen.setdefault(token, None)
+    return list(seen) or list(dict.fromkeys(tokens))
+
+
+def _is_punctuation(token: str) -> bool:
+    return all(unicodedata.category(ch)[0] in "PSZ" for ch in token)
+
+
+# ------------------------------------------------------------------------------ time
+@dataclass(frozen=True)
+class TimeHint:
+    """A time a text refers to: the interval ``[start, end)`` and how precise it is."""
+
+    start: datetime
+    end: datetime
+    granularity: Literal["day", "week", "month", "season", "year"]
+    text: str = field(default="", compare=False)
+
+
+def _utc(year: int, month: int, day: int) -> datetime:
+    return datetime(year, month, day, tzinfo=UTC)
+
+
+def _month_span(year: int, month: int, count: int = 1) -> tuple[datetime, datetime]:
+    start = _utc(year, month, 1)
+    end_month = month + count
+    end = _utc(year + (end_month - 1) // 12, (end_month - 1) % 12 + 1, 1)
+    return start, end
+
+
+def _safe_day(year: int, month: int, day: int) -> datetime | None:
+    try:
+        return _utc(year, month, day)
+    except ValueError:
+        return None
+
+
+def _as_utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+# English dates (dateparser's English search reads "may" the verb and bare numbers as dates,
+# so English keeps these patterns, which know LoCoMo-style dates and relative periods).
+_MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
+_MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
+_MONTHS["sept"] = 9
+_MONTH_RE = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_ORD = r"(?:st|nd|rd|th)?"
+_YEAR = r"((?:19|20)\d\d)"
+_SEASONS = {"spring": (3, 3), "summer": (6, 3), "autumn": (9, 3), "fall": (9, 3), "winter": (12, 3)}
+_NUMBER_WORDS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "few": 3,
+    "couple of": 2,
+    "several": 4,
+}
+_NUM = r"(\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|few|a few|couple of|a couple of|several)"
+
+_DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}}){_ORD}\s+(?:of\s+)?({_MONTH_RE})\.?,?\s*{_YEAR}\b", re.I)
+_MONTH_DAY_YEAR = re.compile(rf"\b({_MONTH_RE})\.?\s+(\d{{1,2}}){_ORD},?\s*{_YEAR}\b", re.I)
+_MONTH_YEAR = re.compile(rf"\b({_MONTH_RE})\.?,?\s+(?:of\s+)?{_YEAR}\b", re.I)
+_SEASON_YEAR = re.compile(r"\b(spring|summer|autumn|fall|winter)\s+(?:of\s+)?((?:19|20)\d\d)\b", re.I)
+_ISO_DATE = re.compile(r"\b((?:19|20)\d\d)-(\d{1,2})-(\d{1,2})\b")
+_YEAR_ONLY = re.compile(rf"\b{_YEAR}\b")
+_MONTH_ALONE = re.compile(rf"\b(?:in|during|on|of|since|until|by|early|mid|late|last|this)\s+({_MONTH_RE})\b", re.I)
+_RELATIVE_DAY = re.compile(r"\b(today|tonight|this morning|this afternoon|this evening|yesterday|tomorrow)\b", re.I)
+_RELATIVE_UNIT = re.compile(r"\b(last|this|next|past)\s+(week|weekend|month|year)\b", re.I)
+_AGO = re.compile(rf"\b{_NUM}\s+(day|week|month|year)s?\s+ago\b", re.I)
+
+
+def _english_time_hints(query: str, now: datetime | None) -> list[TimeHint]:
+    hints: list[TimeHint] = []
+    taken: list[tuple[int, int]] = []
+
+    def free(match: re.Match[str]) -> bool:
+        a, b = match.span()
+        return all(b <= s or a >= e for s, e in taken)
+
+    def add(match: re.Match[str], start: datetime | None, end: datetime | None, granularity: Any) -> None:
+        taken.append(match.span())  # an impossible date (30 February) is still not a year
+        if start is None or end is None:
+            return
+        hints.append(TimeHint(start, end, granularity, match.group(0)))
+
+    for m in _ISO_DATE.finditer(query):
+        day = _safe_day(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        add(m, day, day + timedelta(days=1) if day else None, "day")
+    for m in _DAY_MONTH_YEAR.finditer(query):
+        if free(m):
+            day = _safe_day(int(m.group(3)), _MONTHS[m.group(2).lower()], int(m.group(1)))
+            add(m, day, day + timedelta(days=1) if day else None, "day")
+    for m in _MONTH_DAY_YEAR.finditer(query):
+        if free(m):
+            day = _safe_day(int(m.group(3)), _MONTHS[m.group(1).lower()], int(m.group(2)))
+            add(m, day, day + timedelta(days=1) if day else None, "day")
+    for m in _MONTH_YEAR.finditer(query):
+        if free(m):
+            add(m, *_month_span(int(m.group(2)), _MONTHS[m.group(1).lower()]), "month")
+    for m in _SEASON_YEAR.finditer(query):
+        if free(m):
+            first, count = _SEASONS[m.group(1).lower()]
+            add(m, *_month_span(int(m.group(2)), first, count), "season")
+    for m in _YEAR_ONLY.finditer(query):
+        if free(m):
+            year = int(m.group(1))
+            add(m, _utc(year, 1, 1), _utc(year + 1, 1, 1), "year")
+    if now is None:
+        return hints
+    for m in _MONTH_ALONE.finditer(query):
+        if free(m) and not (m.group(1).lower() == "may" and not m.group(0)[0].isalpha()):
+            month = _MONTHS[m.group(1).lower()]
+            year = now.year if month <= now.month else now.year - 1
+            add(m, *_month_span(year, month), "month")
+    today = _utc(now.year, now.month, now.day)
+    for m in _RELATIVE_DAY.finditer(query):
+        if free(m):
+            word = m.group(1).lower()
+            offset = -1 if word == "yesterday" else 1 if word == "tomorrow" else 0
+            day = today + timedelta(days=offset)
+            add(m, day, day + timedelta(days=1), "day")
+    for m in _RELATIVE_UNIT.finditer(query):
+        if not free(m):
+            continue
+        which, unit = m.group(1).lower(), m.group(2).lower()
+        step = {"last": -1, "past": -1, "this": 0, "next": 1}[which]
+        if unit in ("week", "weekend"):
+            monday = today - timedelta(days=today.weekday()) + timedelta(weeks=step)
+            if unit == "weekend":
+                add(m, monday + timedelta(days=5), monday + timedelta(days=7), "day")
+            else:
+                add(m, monday, monday + timedelta(days=7), "week")
+        elif unit == "month":
+            index = now.year * 12 + now.month - 1 + step
+            add(m, *_month_span(index // 12, index % 12 + 1), "month")
+        else:
+            year = now.year + step
+            add(m, _utc(year, 1, 1), _utc(year + 1, 1, 1), "year")
+    for m in _AGO.finditer(query):
+        if not free(m):
+            continue
+        amount = _NUMBER_WORDS.get(m.group(1).lower().removeprefix("a ").strip())
+        if amount is None:
+            amount = int(m.group(1)) if m.group(1).isdigit() else 1
+        unit = m.group(2).lower()
+        days = {"day": 1, "week": 7, "month": 30, "year": 365}[unit] * amount
+        centre = today - timedelta(days=days)
+        spread = timedelta(days=max(1, days // 7))
+        add(m, centre - spread, centre + spread, unit)
+    return hints
+
+
+# Chinese: dateparser reads relative and absolute expressions; numerals are written as digits
+# first ("三天前" -> "3天前"), and month-day dates ("5月2日") parsed by their format.
+_ZH_DIGITS = {ch: i for i, ch in enumerate("零一二三四五六七八九")} | {"〇": 0, "两": 2}
+_ZH_NUMBER = re.compile(r"[零〇一二两三四五六七八九十]+(?=\s*(?:个)?(?:天|日|周|星期|礼拜|月|年|号|小时))")
+_ZH_MONTH_DAY = re.compile(r"(?:((?:19|20)\d\d)\s*年\s*)?(\d{1,2})\s*月\s*(\d{1,2})\s*[日号]")
+_ZH_TIME_CUE = re.compile(r"[年月日号周天昨今明前去上本这星期礼拜早晚]")
+
+
+def _zh_number(text: str) -> str:
+    """A Chinese numeral up to 99 as digits: ``"三"`` -> ``"3"``, ``"十二"`` -> ``"12"``, ``"二十"`` -> ``"20"``."""
+    if "十" not in text:
+        return "".join(str(_ZH_DIGITS[ch]) for ch in text)
+    tens, _, ones = text.partition("十")
+    return str((_ZH_DIGITS.get(tens, 1) if tens else 1) * 10 + (_ZH_DIGITS.get(ones, 0) if ones else 0))
+
+
+def _span_hint(moment: datetime, period: str, text: str) -> TimeHint:
+    """The interval of a parsed moment at dateparser's precision (``period``)."""
+    day = _utc(moment.year, moment.month, moment.day)
+    if period == "week":
+        monday = day - timedelta(days=day.weekday())
+        return TimeHint(monday, monday + timedelta(days=7), "week", text)
+    if period == "month":
+        return TimeHint(*_month_span(moment.year, moment.month), "month", text)
+    if period == "year":
+        return TimeHint(_utc(moment.year, 1, 1), _utc(moment.year + 1, 1, 1), "year", text)
+    return TimeHint(day, day + timedelta(days=1), "day", text)
+
+
+@lru_cache(maxsize=1)
+def _zh_date_parser() -> Any:
+    from dateparser.date import DateDataParser
+
+    return DateDataParser(languages=["zh"], settings={"PREFER_DATES_FROM": "past"})
+
+
+def _chinese_time_hints(query: str, now: datetime | None) -> list[TimeHint]:
+    hints: list[TimeHint] = []
+    text = _ZH_NUMBER.sub(lambda m: _zh_number(m.group(0)), query)
+    for m in _ZH_MONTH_DAY.finditer(text):
+        year = int(m.group(1)) if m.group(1) else None
+        month, day_number = int(m.group(2)), int(m.group(3))
+        if year is None:
+            if now is None:
+                continue
+            year = now.year if (month, day_number) <= (now.month, now.day) else now.year - 1
+        day = _safe_day(year, month, day_number)
+        if day is not None:
+            hints.append(TimeHint(day, day + timedelta(days=1), "day", m.group(0)))
+    text = _ZH_MONTH_DAY.sub(" ", text)
+    if now is None or not _ZH_TIME_CUE.search(text):
+        return hints
+    from dateparser.search import search_dates
+
+    base = _as_utc(now).replace(tzinfo=None)
+    settings = {"RELATIVE_BASE": base, "PREFER_DATES_FROM": "past", "REQUIRE_PARTS": []}
+    try:
+        found = search_dates(text, languages=["zh"], settings=settings) or []
+    except Exception:  # dateparser's search raises on some odd inputs: no hint then
+        logger.debug("dateparser failed on %r", text, exc_info=True)
+        found = []
+    for span, moment in found:
+        span = span.strip()
+        if span.isdigit():  # a bare number is not a date
+            continue
+        # search_dates gives the moment (relative to ``base``); the parser tells its precision.
+        period = getattr(_zh_date_parser().get_date_data(span), "period", None) or "day"
+        hints.append(_span_hint(moment, period, span))
+    return hints
+
+
+def extract_time_hints(text: str, now: datetime | None = None) -> list[TimeHint]:
+    """Dates and periods named in ``text``, as UTC intervals, relative to ``now`` (the event or query time).
+
+    English: absolute dates (``"8 May, 2023"``, ``"October 13, 2023"``, ``"2023-05-08"``),
+    months (``"May 2023"``; ``"in May"`` = the latest May not after ``now``), seasons,
+    years, and relative to ``now`` ``today``/``yesterday``, ``last week``/``this month`` and
+    ``N days ago``. Chinese (via ``dateparser``): ``"5月2日"``, ``"2023年5月2日"``, ``"上周"``,
+    ``"上个月"``, ``"去年"``, ``"三天前"``, ``"昨天晚上"``... Relative expressions are ignored
+    when ``now`` is None. Overlapping English matches are reported once (the most precise wins).
+    """
+    if not text:
+        return []
+    now = _as_utc(now) if now is not None else None
+    hints = _english_time_hints(text, now)
+    if has_han(text):
+        hints += _chinese_time_hints(text, now)
+    hints.sort(key=lambda h: h.start)
+    return hints
+
+
+_TEMPORAL_INTENT = re.compile(
+    r"^\s*when\b|\bwhen (?:did|does|do|is|was|were|will|has|have|had)\b|\bwhat (?:year|month|date|day|time|week)\b"
+    r"|\bwhich (?:year|month|date|day|week)\b|\bhow long\b|\bhow many (?:days|weeks|months|years)\b"
+    r"|\bsince when\b|\bhow (?:soon|recently|often)\b"
+    r"|什么时候|何时|哪一?天|哪一?年|哪个月|几月|几号|几点|多久|多长时间|什么日子",
+    re.I,
+)
+_TIME_EXPRESSION = re.compile(
+    rf"\b(?:yesterday|today|tonight|tomorrow|recently|lately|ago|last|next|this (?:morning|afternoon|evening|"
+    rf"week|weekend|month|year|summer|winter|spring|fall|autumn)|weekend|(?:mon|tues|wednes|thurs|fri|satur|sun)day"
+    rf"|{_MONTH_RE}|(?:19|20)\d\d|since|until|soon|earlier|(?:a )?(?:few|couple of) (?:days|weeks|months|years)"
+    rf"|\d+ (?:days|weeks|months|years|hours)|(?:day|week|month|year)s? (?:ago|before|after)|at \d{{1,2}}"
+    rf"(?::\d\d)? ?(?:am|pm)|just now|when i was)\b"
+    r"|昨天|今天|明天|前天|后天|刚才|最近|上周|下周|本周|这周|上个?月|下个?月|这个月|去年|今年|明年|周末"
+    r"|星期[一二三四五六日天]|礼拜[一二三四五六日天]|[上下]午|早上|晚上|[0-9零〇一二两三四五六七八九十]+\s*(?:个)?(?:天|周|星期|月|年|小时)[前后以]"
+    r"|\d{1,2}\s*月\s*\d{1,2}\s*[日号]|(?:19|20)\d\d\s*年",
+    re.I,
+)
+
+
+#: Time expressions that mark an *event* ("yesterday", "last week", "on Monday", "in 2019",
+#: "3 days ago", "昨天", "上周", "三天前"): narrower than :func:`has_time_expression` (no bare
+#: "last" or "since"), for telling an event from a durable fact.
+_EVENT_TIME = re.compile(
+    r"\b(yesterday|today|tonight|this (?:morning|afternoon|evening|week|weekend|month|year)|last (?:night|week|"
+    r"weekend|month|year|monday|tuesday|wednesday|thursday|friday|saturday|sunday|summer|winter|spring|fall|"
+    r"autumn)|\d+ (?:days?|weeks?|months?|years?|hours?) ago|ago|on (?:monday|tuesday|wednesday|thursday|"
+    r"friday|saturday|sunday)|in (?:19|20)\d\d|(?:19|20)\d\d-\d\d-\d\d|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|"
+    r"oct|nov|dec)[a-z]* \d{1,2}(?:st|nd|rd|th)?|at \d{1,2}(?::\d\d)? ?(?:am|pm)?|earlier today|just now|"
+    r"when i was)\b"
+    r"|昨天|今天|前天|昨晚|今早|刚才|上周|上星期|上个?月|去年|前年|周末|星期[一二三四五六日天]"
+    r"|[0-9一二两三四五六七八九十]+\s*(?:个)?(?:天|周|星期|月|年|小时)前|\d{1,2}\s*月\s*\d{1,2}\s*[日号]",
+    re.IGNORECASE,
+)
+
+
+def mentions_event_time(text: str) -> bool:
+    """Whether ``text`` places something at a time, as events are told (``"yesterday I met..."``, ``"上周..."``)."""
+    return bool(_EVENT_TIME.search(text))
+
+
+def has_temporal_intent(query: str) -> bool:
+    """Whether the question asks for a time (``When ...?``, ``How long ...?``, ``什么时候...？``, ``几号...？``)."""
+    return bool(_TEMPORAL_INTENT.search(query))
+
+
+def has_time_expression(text: str) -> bool:
+    """Whether ``text`` mentions a time (``yesterday``, ``last week``, ``in May``, ``2022``, ``昨天``, ``5月2日``)."""
+    return bool(_TIME_EXPRESSION.search(text))
+
+
+# ------------------------------------------------------------------------------ names
+def _words(text: str) -> list[str]:
+    """Case-folded word runs (no segmentation): the units English names are matched on."""
+    return re.findall(r"[^\W_]+", text.casefold())
+
+
+def mentioned_names(query: str, names: Iterable[str]) -> set[str]:
+    """The ``names`` (speakers, people) that ``query`` mentions.
+
+    A Latin-script name must appear as whole words, case-insensitive (a possessive,
+    ``"Caroline's"``, counts; a name inside another word does not). A Chinese name has no
+    word boundaries to lean on: its characters must appear in the query (``"张三"`` in
+    ``"张三喜欢什么？"``); one-character names are ignored.
+    """
+    words = set(_words(query))
+    found = set()
+    folded = query.casefold()
+    for name in names:
+        if not name:
+            continue
+        if has_han(name):
+            compact = re.sub(r"\s+", "", name.casefold())
+            if len(compact) >= 2 and compact in folded:
+                found.add(name)
+            continue
+        parts = _words(name)
+        if parts and all(p in words for p in parts):
+            found.add(name)
+    return found
+
+
+@lru_cache(maxsize=1)
+def _spacy_english() -> Any:
+    """spaCy's small English pipeline with only what NER needs, or None when it is not installed."""
+    try:
+        import spacy
+    except ImportError:
+        return None
+    from llama_index_memory_hierarchy.extraction import SPACY_MODELS
+
+    for name in SPACY_MODELS:
+        try:
+            return spacy.load(name, exclude=["lemmatizer", "parser", "attribute_ruler"])
+        except OSError:
+            continue
+    logger.info("no English spaCy model is installed (extra 'nlp'): English names come from no NER")
+    return None
+
+
+def person_names(text: str) -> list[str]:
+    """People named in ``text``, in order, unique: spaCy NER (``PERSON``) for English, jieba's ``nr`` for Chinese.
+
+    ``"我的经理李四让我写周报"`` gives ``["李四"]``; ``"Caroline met Mel in Paris"`` gives
+    ``["Caroline", "Mel"]`` when spaCy's ``en_core_web_sm`` is installed (extra ``nlp``).
+    """
+    found: dict[str, None] = {}
+    if has_han(text):
+        import jieba.posseg
+
+        _jieba_module()
+        for word, flag in jieba.posseg.cut(text):
+            if flag == "nr" and len(word) >= 2:
+                found.setdefault(word, None)
+    if _LATIN_CHAR.search(text):
+        nlp = _spacy_english()
+        if nlp is not None:
+            for ent in nlp(text).ents:
+                if ent.label_ == "PERSON":
+                    found.setdefault(ent.text.strip(), None)
+    return list(found)

@@ -1,0 +1,97 @@
+"""Language-aware analysis (``language.py``): detection, keyword analysis, time hints and names, Chinese and English.
+
+Everything runs on the real libraries (jieba, PyStemmer, dateparser, spaCy's small English
+model); the time hints are checked against a fixed event time.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from llama_index_memory_hierarchy import language as L
+
+NOW = datetime(2023, 5, 10, 15, 0, tzinfo=UTC)  # a Wednesday
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("我喜欢吃辣的川菜", "zh"),
+        ("我在学Python", "zh"),
+        ("My manager Lee asked me for a report", "en"),
+        ("I love 川菜 and Sichuan pepper", "en"),
+        ("カタカナとひらがな", "ja"),
+        ("12345 !!", "und"),
+        ("", "und"),
+    ],
+)
+def test_detect_language_by_script(text: str, expected: str) -> None:
+    assert L.detect_language(text) == expected
+
+
+def test_keyword_analysis_segments_chinese_and_stems_english() -> None:
+    terms = L.index_terms("I went camping with my friends 我喜欢吃辣的川菜")
+    assert {"camp", "friend", "川菜", "喜欢"} <= set(terms)
+    assert L.index_terms("camped") == L.index_terms("camping") == ["camp"]
+    assert L.stem("2023") == "2023" and L.stem("川菜") == "川菜"
+    # the index and its queries meet on the same terms (one analysis for both)
+    query = [L.stem(t) for t in L.query_terms("What did I say about camping?")]
+    assert "camp" in query and "camp" in L.index_terms("We camped by the lake")
+
+
+def test_query_terms_drop_stop_words_in_both_languages() -> None:
+    assert L.query_terms("What did Caroline research?") == ["caroline", "research"]
+    assert L.query_terms("我的经理是谁？") == ["经理"]
+    assert "学习" in L.query_terms("你还记得我的学习进度吗？")
+    assert L.query_terms("What was it?") == ["what", "was", "it"]  # never empty
+    mixed = L.query_terms("我的Python学习进度")
+    assert "python" in mixed and "学习" in mixed
+
+
+def _spans(text: str) -> list[tuple[str, str, str]]:
+    hints = L.extract_time_hints(text, NOW)
+    return [(h.start.date().isoformat(), h.end.date().isoformat(), h.granularity) for h in hints]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("我上周说过什么？", [("2023-05-01", "2023-05-08", "week")]),
+        ("5月2日我去了哪里？", [("2023-05-02", "2023-05-03", "day")]),
+        ("三天前我们聊了什么", [("2023-05-07", "2023-05-08", "day")]),
+        ("昨天晚上我吃了什么", [("2023-05-09", "2023-05-10", "day")]),
+        ("我上个月去了哪里", [("2023-04-01", "2023-05-01", "month")]),
+        ("2022年12月31日", [("2022-12-31", "2023-01-01", "day")]),
+        ("我的经理是谁？", []),
+        ("What did I do last week?", [("2023-05-01", "2023-05-08", "week")]),
+        ("on 8 May, 2023", [("2023-05-08", "2023-05-09", "day")]),
+    ],
+)
+def test_time_hints_relative_to_the_event_time(text: str, expected: list[tuple[str, str, str]]) -> None:
+    assert _spans(text) == expected
+
+
+def test_relative_time_needs_an_event_time() -> None:
+    assert L.extract_time_hints("我上周说过什么？") == []
+    assert [h.granularity for h in L.extract_time_hints("2023年5月2日我做了什么")] == ["day"]
+
+
+def test_temporal_intent_and_time_expressions_in_both_languages() -> None:
+    assert L.has_temporal_intent("我什么时候开始学Python的？")
+    assert L.has_temporal_intent("When did Mel paint a sunrise?")
+    assert not L.has_temporal_intent("我的经理是谁？")
+    assert L.has_time_expression("我昨天去了长城") and L.has_time_expression("三天前")
+    assert not L.has_time_expression("我喜欢吃辣的川菜")
+    assert L.mentions_event_time("上周我去了北京") and L.mentions_event_time("Yesterday I met Tom")
+    assert not L.mentions_event_time("我是一名程序员") and not L.mentions_event_time("My last name is Smith")
+
+
+def test_names_in_chinese_and_english() -> None:
+    assert L.mentioned_names("张三喜欢什么？", ["张三", "李四", "AI"]) == {"张三"}
+    assert L.mentioned_names("What did Caroline's dog do?", ["Caroline", "Mel"]) == {"Caroline"}
+    assert L.mentioned_names("Where is Melbourne?", ["Mel"]) == set()  # not inside another word
+    assert "李四" in L.person_names("我的经理李四让我写周报")
+    assert "Mel" in L.person_names("Yesterday I told Mel about the trip.")
+    assert L.person_names("我喜欢吃辣的川菜") == []
