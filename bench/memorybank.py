@@ -96,6 +96,29 @@ def share_library_model(name: str) -> None:
     Settings.embed_model = resolve_embed_model(name)
 
 
+#: Cross-language runs: memories in the first language, questions in the second.
+CROSS = {"zh<-en": ("zh", "en"), "en<-zh": ("en", "zh")}
+
+
+def cross_language(data: dict[str, list[MemoryBankConversation]]) -> dict[str, list[MemoryBankConversation]]:
+    """Each user's memories in one language and questions in the other (the i-th labels of both are one question).
+
+    A question keeps the evidence of its memories' language (the two histories are parallel).
+    """
+    from dataclasses import replace
+
+    if set(data) != {"zh", "en"}:
+        raise SystemExit("--cross needs both languages (--langs zh,en)")
+    out = {}
+    for name, (memories, questions) in CROSS.items():
+        convs = []
+        for conv, other in zip(data[memories], data[questions], strict=True):
+            qa = [replace(q, question=o.question) for q, o in zip(conv.qa, other.qa, strict=True)]
+            convs.append(replace(conv, qa=qa, language=name))
+        out[name] = convs
+    return out
+
+
 def build_system(name: str, embedder: CachedEmbedder, workdir: Path) -> Retriever:
     """A MemoryBank system by name: the keyword baseline and the hierarchy here, the rest from ``bench/locomo.py``."""
     if name == "bm25":
@@ -191,6 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--model", default=None, help="embedding of every system: a library embed_model name (e5, minilm...)"
     )
+    parser.add_argument(
+        "--cross", action="store_true", help="mixed languages: ask each user's questions in the other language"
+    )
     parser.add_argument("--smoke", action="store_true", help="CI smoke run: 2 users, 3 days, 4 questions each")
     parser.add_argument("--no-cache", action="store_true", help="embed without the on-disk cache (honest timings)")
     parser.add_argument("--json", type=Path, default=None, help="write all figures to this JSON file")
@@ -211,6 +237,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.data.is_dir():
         parser.error(f"MemoryBank data not found at {args.data} (see the dataset's SOURCE.md; pass --data)")
     data = {lang: load_memorybank(args.data, lang, args.users, args.days) for lang in langs}
+    if args.cross:
+        data, langs = cross_language(data), list(CROSS)
     names = [s.strip() for s in args.systems.split(",") if s.strip()]
     embedder = CachedEmbedder(use_cache=not args.no_cache, library_model=args.model)
     for lang, convs in data.items():
