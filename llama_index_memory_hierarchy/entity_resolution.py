@@ -8,9 +8,14 @@
    name contains the mention's words (or the reverse) is evidence; it lowers the
    embedding-similarity bar to ``containment_threshold``. Ambiguous containment ("Alice"
    with both "Alice Chen" and "Alice Smith" known) is no evidence.
+   Containment never joins names that conflict: "Alice" seen as "Alice Smith" is not
+   "Alice Jones" (a shared first name is not enough when the surnames differ).
 3. **Embedding similarity** of the names at or above ``similarity_threshold`` ("Acme
    Corporation" ~ "Acme Corp", "NYC" ~ "New York City") with compatible types, unless the
-   names share words but each has one the other lacks ("Alice Chen-Kim" / "Alice Chen-Novak").
+   names share words but each has one the other lacks ("Alice Chen-Kim" / "Alice Chen-Novak"),
+   or their numbers differ ("A320" / "A321", "iPhone 14" / "iPhone 15").
+4. **The user's own name** ("I'm Zhang San", "我叫张三") is an alias of the ``User`` entity
+   (:meth:`EntityResolver.name_user`), so the user and their name are one node.
 
 Node ids are stable across processes and machines: ``uuid5`` of (user id, canonical
 name), never Python's salted ``hash()``. The first name an entity is seen with fixes
@@ -92,6 +97,11 @@ def tokens_conflict(a: frozenset[str], b: frozenset[str]) -> bool:
     extra_a = any(not any(_same_token(x, y) for y in b) for x in a)
     extra_b = any(not any(_same_token(x, y) for x in a) for y in b)
     return extra_a and extra_b
+
+
+def numbers_differ(a: str, b: str) -> bool:
+    """Names whose digits differ name different things ("A320" / "A321"), however close they embed."""
+    return re.findall(r"\d+", a) != re.findall(r"\d+", b)
 
 
 def entity_id(user_id: str, canonical: str) -> str:
@@ -213,6 +223,14 @@ class EntityRegistry:
         for token in name_tokens(alias):
             self._tokens.setdefault(token, set()).add(entity.id)
 
+    def absorb(self, keep: Entity, other: Entity) -> None:
+        """Fold ``other`` into ``keep``: its names become aliases of ``keep`` and it leaves the registry."""
+        aliases = set(other.aliases)
+        self.remove(other.id)
+        for alias in aliases:
+            self._alias.pop(alias, None)
+            self._index(keep, alias)
+
     def remove(self, entity_id_: str) -> None:
         entity = self.entities.pop(entity_id_, None)
         if entity is None:
@@ -304,14 +322,29 @@ class EntityResolver:
             for entity, vector in zip(missing, await embed([e.name for e in missing]), strict=True):
                 registry.set_embedding(entity, vector)
 
+    @staticmethod
+    def user(registry: EntityRegistry) -> Entity:
+        """The entity of the user the registry belongs to (created on first use)."""
+        entity = registry.by_alias(USER_ENTITY.casefold())
+        return entity or registry.add(
+            Entity(id=entity_id(registry.user_id, USER_ENTITY.casefold()), name=USER_ENTITY, type="PERSON")
+        )
+
+    def name_user(self, registry: EntityRegistry, name: str) -> bool:
+        """Make ``name`` (the user's own: "I'm Zhang San") an alias of the user; False when another entity has it."""
+        norm = normalize_name(name)
+        user = self.user(registry)
+        owner = registry.by_alias(norm) if norm else None
+        if not norm or (owner is not None and owner.id != user.id):
+            return False
+        registry.note_name(user, name)
+        return True
+
     def _resolve_one(
         self, registry: EntityRegistry, name: str, kind: str, norm: str, vector: np.ndarray | None
     ) -> Entity:
         if name == USER_ENTITY or norm == USER_ENTITY.casefold():
-            entity = registry.by_alias(USER_ENTITY.casefold())
-            return entity or registry.add(
-                Entity(id=entity_id(registry.user_id, USER_ENTITY.casefold()), name=USER_ENTITY, type="PERSON")
-            )
+            return self.user(registry)
         entity = registry.by_alias(norm)
         if entity is not None and types_compatible(entity.type, kind):
             registry.note_name(entity, name)
@@ -329,12 +362,17 @@ class EntityResolver:
         contained = {
             eid for eid in registry.containing(name_tokens(norm)) if types_compatible(registry.entities[eid].type, kind)
         }
+        tokens = name_tokens(norm)
         if len(contained) == 1:
             [eid] = contained
             entity = registry.entities[eid]
-            if entity.embedding is not None and float(entity.embedding @ vector) >= self.containment_threshold:
+            conflicting = any(tokens_conflict(tokens, name_tokens(alias)) for alias in entity.aliases)
+            if (
+                not conflicting
+                and entity.embedding is not None
+                and float(entity.embedding @ vector) >= self.containment_threshold
+            ):
                 return entity
-        tokens = name_tokens(norm)
         for eid, score in registry.vectors.nearest(vector):
             if score < self.similarity_threshold:
                 break
@@ -343,6 +381,7 @@ class EntityResolver:
                 entity is not None
                 and types_compatible(entity.type, kind)
                 and not tokens_conflict(tokens, name_tokens(entity.canonical))
+                and not numbers_differ(norm, entity.canonical)
             ):
                 return entity
         return None

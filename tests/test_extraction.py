@@ -70,7 +70,8 @@ async def test_llm_structured_output_batched_with_bounded_concurrency() -> None:
         | {"I am vegetarian": {"triplets": [{"subject": "I", "predicate": "diet", "object": "vegetarian"}]}}
     )
     extractor = LLMExtractor(llm, max_concurrency=2)
-    results = await extractor.aextract_many([f"text number {i}" for i in range(8)] + ["I am vegetarian"])
+    texts = [f"text number {i}: Alice works at Acme {i}." for i in range(8)]
+    results = await extractor.aextract_many([*texts, "I am vegetarian"])
     assert [facts_of(r) for r in results[:8]] == [{("Alice", "works_at", f"Acme {i}")} for i in range(8)]
     assert facts_of(results[8]) == {(USER_ENTITY, "diet", "vegetarian")}
     fact = results[0].facts[0]
@@ -108,7 +109,7 @@ async def test_spacy_dependency_patterns() -> None:
     assert facts_of(results[3]) == {(USER_ENTITY, "lives_in", "Berlin"), (USER_ENTITY, "prefers", "short answers")}
     assert ("Tom", "brother_of", "Alice") in facts_of(results[4])
     assert facts_of(results[5]) == {("Jane", "sister_of", USER_ENTITY), ("Jane", "lives_in", "Tokyo")}
-    assert facts_of(results[6]) == set()  # negated: no fact
+    assert facts_of(results[6]) == {("Bob", "does_not_like", "Carol")}  # negated: kept, never its opposite
     assert {e.name for e in results[1].entities} >= {"Alice Chen", "Bob", "Acme Corp"}
     for result in results:
         for fact in result.facts:
@@ -124,9 +125,7 @@ async def test_jieba_chinese_entities_and_relations() -> None:
     assert (USER_ENTITY, "lives_in", "上海") in facts
     assert {"爱丽丝", "鲍勃", "张伟", "北京", "上海"} <= {e.name for e in result.entities}
     assert all(f.extractor == "jieba" for f in result.facts)
-    co = [f for f in result.facts if f.predicate == "related_to"]
-    assert co
-    assert all(f.confidence == extraction.CONFIDENCE_COOCCURRENCE for f in co)
+    assert not [f for f in result.facts if f.predicate == "related_to"]  # co-occurrence is no fact
 
 
 async def test_without_spacy_capitalised_phrases(
@@ -149,3 +148,76 @@ def test_predicate_normalisation() -> None:
     assert normalize_predicate("live_in") == "lives_in"
     assert normalize_predicate("wife of") == "spouse"
     assert normalize_predicate("  !! ") == "related_to"
+
+
+# ---------------------------------------------------------------------------- issue 15 regressions
+ISSUE_EXAMPLES = {
+    "My manager Li Si asked me to automate our weekly Excel sales report.": {
+        ("Li Si", "manager_of", USER_ENTITY),
+        (USER_ENTITY, "asked_to_automate", "weekly Excel sales report"),
+    },
+    "Tom asked me to fix the bug.": {(USER_ENTITY, "asked_to_fix", "bug")},
+    "My boss Wang Wu told me to email the client.": {
+        ("Wang Wu", "boss_of", USER_ENTITY),
+        (USER_ENTITY, "asked_to_email", "client"),
+    },
+    "I no longer work at Google.": {(USER_ENTITY, "does_not_work_at", "Google")},
+    "I don't like coffee.": {(USER_ENTITY, "does_not_like", "coffee")},
+    "I'm not vegetarian.": {(USER_ENTITY, "is_not", "vegetarian")},
+    "I never drink alcohol.": {(USER_ENTITY, "does_not_drink", "alcohol")},
+    "I'm allergic to peanuts.": {(USER_ENTITY, "is_allergic_to", "peanuts")},
+    "I work as a data engineer at Acme.": {
+        (USER_ENTITY, "works_as", "data engineer at Acme"),
+        (USER_ENTITY, "works_at", "Acme"),
+    },
+    "Carol is a pilot.": {("Carol", "is", "pilot")},
+    "Carol is left-handed.": {("Carol", "is", "left-handed")},
+    "Hi! I'm Zhang San. I'm learning Python.": {(USER_ENTITY, "named", "Zhang San"), (USER_ENTITY, "learns", "Python")},
+    "I moved to Paris last month, so I live in Paris now.": {(USER_ENTITY, "lives_in", "Paris")},
+    "我是张三。": {(USER_ENTITY, "named", "张三")},
+    "我叫张三，住在北京。": {(USER_ENTITY, "named", "张三"), (USER_ENTITY, "lives_in", "北京")},
+    "我的经理李四让我自动化每周的Excel销售报告。": {
+        ("李四", "manager_of", USER_ENTITY),
+        (USER_ENTITY, "asked_to_automate", "每周的Excel销售报告"),
+    },
+    "我已经不在谷歌工作了。": {(USER_ENTITY, "does_not_work_at", "谷歌")},
+    "我对花生过敏。": {(USER_ENTITY, "is_allergic_to", "花生")},
+    "How are you today?": set(),
+    "I'm so tired today.": set(),
+    "If it rains, I will stay home.": set(),
+    "你吃饭了吗？": set(),
+}
+
+
+async def test_issue_examples_yield_the_right_facts_offline() -> None:
+    pytest.importorskip("spacy")
+    texts = list(ISSUE_EXAMPLES)
+    results = await OfflineExtractor().aextract_many(texts)
+    assert {t: facts_of(r) for t, r in zip(texts, results, strict=True)} == ISSUE_EXAMPLES
+
+
+def test_negated_predicates() -> None:
+    assert extraction.negate_predicate("likes") == "does_not_like"
+    assert extraction.negate_predicate("works_at") == "does_not_work_at"
+    assert extraction.negate_predicate("lives_in") == "does_not_live_in"
+    assert extraction.negate_predicate("flies") == "does_not_fly"
+    assert extraction.negate_predicate("is") == "is_not"
+    assert extraction.negate_predicate("is_allergic_to") == "is_not_allergic_to"
+    assert extraction.negate_predicate("has") == "does_not_have"
+    assert extraction.negate_predicate("does_not_like") == "does_not_like"
+    assert extraction.third_person("fly") == "flies" and extraction.third_person("watch") == "watches"
+
+
+async def test_llm_reply_without_facts_falls_back_when_the_text_states_some(caplog: pytest.LogCaptureFixture) -> None:
+    pytest.importorskip("spacy")
+    llm = ScriptedLLM(script={"Tom": {"triplets": [{"subject": "Mars", "predicate": "is", "object": "red"}]}})
+    extractor = LLMExtractor(llm)
+    with caplog.at_level(logging.WARNING):
+        [empty, ungrounded, small_talk] = await extractor.aextract_many(
+            ["I live in Berlin.", "Tom lives in Oslo.", "Hello there!"]
+        )
+    assert facts_of(empty) == {(USER_ENTITY, "lives_in", "Berlin")}  # the empty reply was not used
+    assert facts_of(ungrounded) == {("Tom", "lives_in", "Oslo")}  # "Mars is red" is not in the text
+    assert facts_of(small_talk) == set()
+    assert extractor.fallbacks == 2
+    assert "using the offline extractor" in caplog.text

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import ipaddress
 import os
+import signal
 import sys
 from typing import Any
 
@@ -52,15 +53,18 @@ def run_mcp(args: argparse.Namespace, out: Output) -> int:
             raise UsageError(f"--port: must be 1-65535, got {args.port}")
         if not args.path.startswith("/"):
             raise UsageError(f"--path: must start with '/', got {args.path!r}")
+    from llama_index_memory_hierarchy.mcp_server.access import Principal, TokenTable  # light: pydantic only
+
+    tokens = TokenTable.from_file(tokens_file) if args.http else None
     config = load_config(args)
     llm = resolve_cli_llm(args)
     # Whatever a library prints while loading must not reach a stdio client's protocol stream.
     with contextlib.redirect_stdout(sys.stderr):
-        from llama_index_memory_hierarchy.mcp_server import MemoryService, Principal, TokenTable, build_server
+        from llama_index_memory_hierarchy.mcp_server import MemoryService, build_server
 
-        tokens = TokenTable.from_file(tokens_file) if args.http else None
         principal = None if args.http else Principal(user_id=config.user_id)
         service = MemoryService(config, llm=llm, principal=principal)
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     try:
         with contextlib.redirect_stdout(sys.stderr):
             service.warm_up()
@@ -75,6 +79,12 @@ def run_mcp(args: argparse.Namespace, out: Output) -> int:
     finally:
         service.close()
     return 0
+
+
+def _stop_on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM (a service manager's stop; uvicorn re-raises it after its graceful shutdown) ends the
+    command normally, so that the stores are closed instead of the process dying mid-way."""
+    raise SystemExit(0)
 
 
 def _serve_http(server: Any, args: argparse.Namespace, out: Output, n_tokens: int) -> None:

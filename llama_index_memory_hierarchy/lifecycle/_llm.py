@@ -91,6 +91,13 @@ def parse_json(text: str) -> Any:
     raise LLMReplyError(f"no JSON in the LLM reply: {text[:200]!r}")
 
 
+def repeats_source(generated: str, source: str) -> bool:
+    """Whether an LLM's summary or insight only repeats a source text: (nearly) all its words are the source's."""
+    words = re.findall(r"\w+", generated.casefold())
+    given = set(re.findall(r"\w+", source.casefold()))
+    return bool(words) and sum(w in given for w in words) / len(words) >= 0.9
+
+
 def parse_rating(text: str, low: int = 1, high: int = 10) -> int:
     """The first integer in ``low..high`` in ``text`` (JSON ``{"rating": n}`` or plain text)."""
     try:

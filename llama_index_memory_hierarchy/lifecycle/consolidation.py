@@ -11,7 +11,12 @@ so running consolidation twice creates nothing twice):
 2. **Episodic → semantic.** Events not distilled yet (user turns and non-chat events by
    default) are summarised per session and distilled into facts: with an LLM, one prompt per
    batch returns a summary and facts citing the events they come from; offline, the
-   extraction module (spaCy/jieba) extracts triplets from each event. Every fact records its
+   extraction module (spaCy/jieba) extracts triplets from each event. An LLM reply is
+   validated: the JSON schema, the cited event numbers, facts grounded in the events they
+   cite (an uncited fact is linked to the events that mention it, or dropped), a summary that
+   is not one of the events repeated. A reply that is unusable (no JSON, or no fact where the
+   offline extractor finds some) is replaced by the offline path for that part, and
+   ``ConsolidationReport.fallbacks`` says so. Every fact records its
    sources (``source_ids``), its validity start (the event time) and its extractor; the
    session summary is stored as an episodic event of kind ``summary`` citing its events.
 
@@ -33,7 +38,14 @@ from pydantic import BaseModel, Field
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
-from llama_index_memory_hierarchy.lifecycle._llm import SOURCES, LLMReplyError, acomplete, object_schema, parse_json
+from llama_index_memory_hierarchy.lifecycle._llm import (
+    SOURCES,
+    LLMReplyError,
+    acomplete,
+    object_schema,
+    parse_json,
+    repeats_source,
+)
 from llama_index_memory_hierarchy.lifecycle.compression import extractive_summary
 from llama_index_memory_hierarchy.lifecycle.reflection import ReflectionReport
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
@@ -82,6 +94,9 @@ class ConsolidationReport(BaseModel):
     facts: list[str] = Field(default_factory=list, description="Fact ids created or confirmed by this run.")
     summaries: list[str] = Field(default_factory=list, description="Session summary events written.")
     method: str = Field(default="none", description="'llm', 'offline' or 'none' (nothing to distill).")
+    fallbacks: list[str] = Field(
+        default_factory=list, description="Where an unusable LLM reply was replaced by the offline path, and why."
+    )
     reflection: ReflectionReport | None = None
 
     @property
@@ -239,10 +254,13 @@ class Consolidator:
                 summary: str | None
                 if llm is not None:
                     try:
-                        results, summary = await self._adistill_llm(llm, batch)
+                        results, summary = await self._adistill_llm(llm, batch, report)
                     except Exception as exc:  # one bad reply must not stop consolidation: this batch goes offline
                         logger.warning(
                             "LLM consolidation failed (%s: %s); distilling this batch offline", type(exc).__name__, exc
+                        )
+                        report.fallbacks.append(
+                            f"{len(batch)} events: unusable LLM reply ({type(exc).__name__}: {exc}); distilled offline"
                         )
                         results, summary = await self._adistill_offline(batch)
                 else:
@@ -259,6 +277,15 @@ class Consolidator:
                 await manager.store.amark(manager.user_id, STAGE_SEMANTIC, marks)
 
     async def _adistill_offline(self, batch: Sequence[MemoryItem]) -> tuple[dict[str, list[str]], str | None]:
+        results = await self._aadd_facts(await self._aoffline_facts(batch))
+        return results, self._extractive_summary(batch)
+
+    def _extractive_summary(self, batch: Sequence[MemoryItem]) -> str | None:
+        turns = [(str(e.metadata.get("role") or "event"), e.content) for e in batch]
+        return extractive_summary(None, turns, _SUMMARY_TOKENS, self.manager.estimator) or None
+
+    async def _aoffline_facts(self, batch: Sequence[MemoryItem]) -> list[tuple[str, Any]]:
+        """The offline extractor's facts of each event, as fact inputs citing it."""
         from llama_index_memory_hierarchy.extraction import OfflineExtractor
         from llama_index_memory_hierarchy.tiers.semantic import FactInput
 
@@ -284,12 +311,12 @@ class Consolidator:
                         ),
                     )
                 )
-        results = await self._aadd_facts(inputs)
-        turns = [(str(e.metadata.get("role") or "event"), e.content) for e in batch]
-        summary = extractive_summary(None, turns, _SUMMARY_TOKENS, self.manager.estimator) or None
-        return results, summary
+        return inputs
 
-    async def _adistill_llm(self, llm: Any, batch: Sequence[MemoryItem]) -> tuple[dict[str, list[str]], str | None]:
+    async def _adistill_llm(
+        self, llm: Any, batch: Sequence[MemoryItem], report: ConsolidationReport
+    ) -> tuple[dict[str, list[str]], str | None]:
+        from llama_index_memory_hierarchy.extraction import ExtractedFact, grounded, normalize_predicate
         from llama_index_memory_hierarchy.tiers.semantic import FactInput
 
         lines = []
@@ -308,21 +335,26 @@ class Consolidator:
         inputs: list[tuple[str, FactInput]] = []
         for raw in raw_facts:
             if not isinstance(raw, dict) or not all(
-                isinstance(raw.get(k), str) for k in ("subject", "predicate", "object")
+                isinstance(raw.get(k), str) and raw[k].strip() for k in ("subject", "predicate", "object")
             ):
                 continue
+            claim = ExtractedFact(subject=raw["subject"], predicate=raw["predicate"], object=raw["object"])
             cited = [
                 batch[n - 1]
                 for n in raw.get("sources") or []
                 if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= len(batch)
             ]
-            sources = cited or list(batch)  # uncited: linked to the whole batch it came from
+            # a fact stands on the events it cites; uncited, on the events that mention it; else it is dropped
+            sources = [e for e in (cited or batch) if grounded(claim, e.content)]
+            if not sources:
+                logger.debug("dropping an LLM fact no event supports: %s", raw)
+                continue
             inputs.append(
                 (
                     sources[0].id,
                     FactInput(
                         subject=raw["subject"],
-                        predicate=raw["predicate"],
+                        predicate=normalize_predicate(raw["predicate"]),
                         object=raw["object"],
                         valid_at=max(s.timestamp for s in sources),
                         source_ids=sorted({s.id for s in sources}),
@@ -332,10 +364,29 @@ class Consolidator:
                     ),
                 )
             )
+        if not inputs:  # nothing usable: if the events clearly state facts, the offline extractor has them
+            offline = await self._aoffline_facts(batch)
+            if offline:
+                report.fallbacks.append(
+                    f"{len(batch)} events: the LLM reply had no usable fact where the offline extractor found "
+                    f"{len(offline)}; used those"
+                )
+                logger.warning("LLM consolidation gave no usable fact; using %d offline facts", len(offline))
+                inputs = offline
         results = await self._aadd_facts(inputs)
         summary = data.get("summary")
-        if not isinstance(summary, str) or not summary.strip() or any(echo in summary for echo in _TEMPLATE_ECHO):
-            return results, None
+        if (
+            not isinstance(summary, str)
+            or not summary.strip()
+            or any(echo in summary for echo in _TEMPLATE_ECHO)
+            or any(repeats_source(summary, e.content) for e in batch)
+        ):
+            summary = None
+        if summary is None:
+            fallback = self._extractive_summary(batch)
+            if fallback and len(batch) >= 2:
+                report.fallbacks.append(f"{len(batch)} events: no usable LLM summary; an extractive one is kept")
+            return results, fallback
         return results, " ".join(summary.split())
 
     async def _aadd_facts(self, inputs: Sequence[tuple[str, Any]]) -> dict[str, list[str]]:

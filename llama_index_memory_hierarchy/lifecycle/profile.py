@@ -1,13 +1,14 @@
 """The user profile: preferences and facts about the user, derived from semantic memory.
 
 Semantic memory keeps facts about the speaker under the entity ``User`` (the extractors map
-"I", "me", "my" to it). The profile gathers the *current* facts where the user is the
-subject or the object, plus first-person statements kept in semantic memory, splits them
-into preferences (likes, dislikes, favourites, habits, allergies...) and other facts, ranks
-them by importance (reinforced by use) and confidence, and renders a compact text block
-within a token budget. A fact is shown by the user's own sentence it came from when that
-sentence is short, which reads better than a triplet ("I'm allergic to peanuts" rather
-than "User is allergic").
+"I", "me", "my" and the user's own name to it). The profile is built from the *current*
+facts where the user is the subject or the object, each rendered as a short normalised
+statement ("lives in Paris", "does not like coffee", "is allergic to peanuts", "Li Si is
+the user's manager"), never the user's raw sentences, so a superseded fact leaves the
+profile at once. Statements are grouped by kind (preference, identity, relation, plan, and
+other facts), ranked by importance (reinforced by use) and confidence, and rendered as a
+compact text block within a token budget. Other facts (events such as "met Tom") stay out
+when the sentence they came from is dated ("yesterday I met Tom"): episodic memory has them.
 
 The block is a section of ``HierarchicalMemory.get()``'s system message, and is also
 available as a LlamaIndex memory block (:class:`ProfileMemoryBlock`).
@@ -33,18 +34,17 @@ if TYPE_CHECKING:
 
 #: First line of the profile section of the system message.
 PROFILE_HEADER = "About this user (preferences and facts from earlier conversations):"
-_PREFERENCE_PREDICATES = re.compile(
-    r"^(prefer|like|love|enjoy|dislike|hate|adore|detest|want|wish|favou?rite|allergic|avoid|"
-    r"is_allergic|is_vegetarian|is_vegan|usually|always|never)",
+#: Kinds of profile statements, by the predicate of the fact (explicit data, checked in order).
+PREFERENCE_PREDICATES = re.compile(
+    r"^(?:does_not_|is_not_)?(?:likes?|loves?|enjoys?|prefers?|dislikes?|hates?|adores?|detests?|favou?rite|"
+    r"is_allergic|is_interested|is_afraid|allergic|drinks?|eats?|listens?_to|avoids?)(?:_|$)"
 )
-_PREFERENCE_TEXT = re.compile(
-    r"\b(i (?:really |truly |do(?:n't| not) )?(?:like|love|prefer|enjoy|hate|dislike|adore|detest|avoid)|"
-    r"i can(?:'t|not) stand|fav(?:ou)?rite|allergic|vegetarian|vegan|i(?:'d| would) rather|"
-    r"please (?:always|never)|i (?:usually|always|never))\b",
-    re.IGNORECASE,
+PLAN_PREDICATES = re.compile(r"^(?:does_not_)?(?:plans?_to|wants?_to|hopes?_to|asked_to|needs?_to|intends?_to)(?:_|$)")
+IDENTITY_PREDICATES = re.compile(
+    r"^(?:does_not_|is_not)?(?:named|is|is_|works?_|lives?_|born_|comes?_from|age|birthday|speaks?|studies|"
+    r"stud(?:y|ies)_at|learns?|has|have|owns?|nationality|hometown|teaches|teach|drives?|drive|plays?|play|uses?|"
+    r"runs?|grew_up_in|married_to|spouse)"
 )
-_FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|my|me|mine)\b", re.IGNORECASE)
-_MAX_SOURCE_WORDS = 40
 
 
 class ProfileEntry(BaseModel):
@@ -109,40 +109,21 @@ class ProfileBuilder:
             return profile
         semantic: Any = manager.memory.semantic
         facts = await semantic.aget_facts(USER_ENTITY)
-        statements = [
-            item
-            for item in await semantic.aquery(order_by="-importance", limit=limit * 3, metadata={"kind": "statement"})
-            if _FIRST_PERSON.search(item.content) and not item.metadata.get("origin")
-        ]
+        user = await semantic.aget_entity(USER_ENTITY)
         source_ids = sorted({s for fact in facts for s in (fact.metadata.get("source_ids") or [])})
         sources = {r.item.id: r.item for r in await records.get(manager.user_id, source_ids)} if source_ids else {}
-        settings = manager.settings
         entries: dict[str, ProfileEntry] = {}
-        shown_sources: set[str] = set()
-        for item in sorted(
-            facts,
-            key=lambda i: (
-                -effective_importance(i, strength=settings.access_reinforcement, saturation=settings.access_saturation)
-            ),
-        ):
+        for item in facts:
             meta = item.metadata
-            predicate = str(meta.get("predicate", ""))
-            text = _fact_text(meta)
-            source = _best_source([sources[s] for s in meta.get("source_ids") or [] if s in sources])
-            kind = "preference" if _PREFERENCE_PREDICATES.match(predicate) else "fact"
-            if source is not None:
-                if source.id in shown_sources:
-                    continue  # one line per sentence, however many facts it held
-                shown_sources.add(source.id)
-                text = " ".join(source.content.split())
-                if _PREFERENCE_TEXT.search(text):
-                    kind = "preference"
-                elif mentions_event_time(text):
-                    continue  # an event ("yesterday I met Tom"): episodic memory, not the profile
-            key = " ".join(text.casefold().split())
-            if key in entries:
+            statement = fact_statement(meta, user.id if user is not None else None)
+            if statement is None:
                 continue
-            entries[key] = ProfileEntry(
+            kind, text = statement
+            cited = [sources[s] for s in meta.get("source_ids") or [] if s in sources]
+            if kind == "fact" and any(mentions_event_time(source.content) for source in cited):
+                continue  # an event ("yesterday I met Tom"): episodic memory, not the profile
+            key = " ".join(text.casefold().split())
+            entry = ProfileEntry(
                 text=text,
                 kind=kind,
                 memory_id=item.id,
@@ -151,21 +132,11 @@ class ProfileBuilder:
                 since=_parse_time(meta.get("valid_at")),
                 source_ids=list(meta.get("source_ids") or []),
             )
-        for item in statements:
-            text = " ".join(item.content.split())
-            key = " ".join(text.casefold().split())
-            if key in entries or len(text.split()) > _MAX_SOURCE_WORDS:
-                continue
-            entries[key] = ProfileEntry(
-                text=text,
-                kind="preference" if _PREFERENCE_TEXT.search(text) else "fact",
-                memory_id=item.id,
-                importance=_importance(item, manager),
-                since=item.timestamp,
-            )
+            if key not in entries or entry.importance > entries[key].importance:
+                entries[key] = entry
         ranked = sorted(entries.values(), key=lambda e: (-(e.importance * (0.5 + 0.5 * e.confidence)), e.text))[:limit]
         profile.preferences = [e for e in ranked if e.kind == "preference"]
-        profile.facts = [e for e in ranked if e.kind == "fact"]
+        profile.facts = [e for e in ranked if e.kind != "preference"]
         return profile
 
 
@@ -174,26 +145,38 @@ def _importance(item: MemoryItem, manager: MemoryManager) -> float:
     return effective_importance(item, strength=settings.access_reinforcement, saturation=settings.access_saturation)
 
 
-def _fact_text(meta: dict[str, Any]) -> str:
-    from llama_index_memory_hierarchy.extraction import USER_ENTITY
+def fact_statement(meta: dict[str, Any], user_id: str | None = None) -> tuple[str, str] | None:
+    """``(kind, short statement)`` of a fact about the user, or None when the user is not in it.
 
-    predicate = str(meta.get("predicate", "")).replace("_", " ")
+    Kinds: ``preference``, ``plan``, ``relation``, ``identity`` and ``fact`` (anything else).
+    ``user_id``: the node id of the user's entity, which facts stated with the user's name carry.
+    """
+    from llama_index_memory_hierarchy.extraction import NAME_PREDICATE, RELATION_NOUNS, USER_ENTITY
+
+    predicate = str(meta.get("predicate", ""))
     subject, obj = str(meta.get("subject", "")), str(meta.get("object", ""))
+    words = predicate.replace("_", " ")
+    if user_id is not None:
+        subject = USER_ENTITY if meta.get("subject_id") == user_id else subject
+        obj = USER_ENTITY if meta.get("object_id") == user_id and predicate != NAME_PREDICATE else obj
     if subject == USER_ENTITY:
-        return f"{predicate} {obj}".strip()
+        if predicate == NAME_PREDICATE:
+            return "identity", f"name is {obj}"
+        if predicate.startswith(("favorite_", "favourite_")):
+            return "preference", f"{words} is {obj}"
+        if PREFERENCE_PREDICATES.match(predicate):
+            return "preference", f"{words} {obj}"
+        if PLAN_PREDICATES.match(predicate):
+            return "plan", f"{words} {obj}"
+        if predicate in {"married_to", "spouse"} or predicate.endswith("_of"):
+            return "relation", f"{words} {obj}"
+        return ("identity" if IDENTITY_PREDICATES.match(predicate) else "fact"), f"{words} {obj}"
     if obj == USER_ENTITY:
-        return f"{subject} {predicate} the user".strip()
-    return f"{subject} {predicate} {obj}".strip()
-
-
-def _best_source(items: list[MemoryItem]) -> MemoryItem | None:
-    """The user's own short first-person sentence a fact came from, if any."""
-    for item in sorted(items, key=lambda i: i.timestamp):
-        role = item.metadata.get("role")
-        if role not in (None, "user") or item.metadata.get("origin"):  # not the user's words (an insight)
-            continue
-        if len(item.content.split()) <= _MAX_SOURCE_WORDS and _FIRST_PERSON.search(item.content):
-            return item
+        if predicate in set(RELATION_NOUNS.values()) or (
+            predicate.endswith("_of") and not predicate.startswith(("does_not_", "is_not", "not_"))
+        ):
+            return "relation", f"{subject} is the user's {predicate.removesuffix('_of').replace('_', ' ')}"
+        return "relation", f"{subject} {words} the user"
     return None
 
 

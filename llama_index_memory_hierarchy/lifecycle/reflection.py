@@ -7,20 +7,32 @@ each citing the events it rests on ("... (because of 1, 5, 3)"). Insights are st
 semantic memory as statements with ``metadata["origin"] == "reflection"`` and their
 ``source_ids``; the events are marked as reflected upon.
 
-Without an LLM a reflection is skipped and the log says so, unless ``offline_reflection``
-is on: then clearly-labelled heuristic insights are stored instead (topics the user came
-back to across sessions, found by ``EpisodicMemory.afind_patterns``), with
-``metadata["method"] == "offline-heuristic"`` and content starting ``[heuristic]``.
+An LLM insight must cite events that exist and must not merely repeat one of them;
+others are dropped. Without an LLM a reflection is skipped and the log says so, unless
+``offline_reflection`` is on: then clearly-labelled heuristic insights are stored instead
+(topics the user came back to across sessions, found by ``EpisodicMemory.afind_patterns``),
+with ``metadata["method"] == "offline-heuristic"`` and content starting ``[heuristic]``. A
+topic is reported only when it is a noun the user talked about (spaCy's or jieba's
+part-of-speech tags, stop words excluded): "went" or "keep" say nothing about the user, so
+nothing is said.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from llama_index_memory_hierarchy.lifecycle._llm import SOURCES, LLMReplyError, acomplete, object_schema, parse_json
+from llama_index_memory_hierarchy.lifecycle._llm import (
+    SOURCES,
+    LLMReplyError,
+    acomplete,
+    object_schema,
+    parse_json,
+    repeats_source,
+)
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
 
 if TYPE_CHECKING:
@@ -144,7 +156,11 @@ class Reflector:
                 for k in (numbers or [])
                 if isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= len(events)
             ]
-            items.append(self._insight(" ".join(text.split()), cited or events, "llm"))
+            text = " ".join(text.split())
+            if not cited or any(repeats_source(text, e.content) for e in events):
+                logger.debug("dropping an LLM insight without valid sources or repeating an event: %r", text)
+                continue
+            items.append(self._insight(text, cited, "llm"))
         return await self._astore(items)
 
     async def _aoffline(self, events: list[MemoryItem]) -> list[str]:
@@ -154,7 +170,7 @@ class Reflector:
         for topic in patterns["recurring_topics"]:
             word = topic["topic"]
             cited = [e for e in events if word in e.content.casefold()][:10]
-            if not cited:
+            if not cited or not await asyncio.to_thread(_is_noun, word, [e.content for e in cited]):
                 continue
             text = f"[heuristic] The user came back to '{word}' in {topic['sessions']} sessions."
             items.append(self._insight(text, cited, "offline-heuristic"))
@@ -176,3 +192,27 @@ class Reflector:
             return []
         semantic: Any = self.manager.memory.semantic
         return list(await semantic.aadd_items(items, dedupe=True))
+
+
+def _is_noun(word: str, texts: list[str]) -> bool:
+    """Whether ``word`` is used as a noun (not a stop word) in ``texts``: spaCy for English, jieba for Chinese.
+
+    Without spaCy an English word is never reported: a heuristic that cannot tell "keep" from
+    "bouldering" says nothing.
+    """
+    from llama_index_memory_hierarchy.extraction import _CJK, _posseg, load_spacy
+
+    if _CJK.search(word):
+        return any(
+            pair.word == word and pair.flag.startswith("n") and len(word) > 1
+            for text in texts
+            for pair in _posseg().cut(text)
+        )
+    nlp = load_spacy()
+    if nlp is None:
+        return False
+    for doc in nlp.pipe(texts):
+        for token in doc:
+            if (token.lower_ == word or token.lemma_.lower() == word) and token.pos_ in {"NOUN", "PROPN"}:
+                return not token.is_stop
+    return False

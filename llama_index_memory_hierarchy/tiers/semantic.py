@@ -16,7 +16,11 @@ is rebuilt from the records when it is missing or out of step (:meth:`arebuild_g
 * **Bi-temporal supersession** (as in Graphiti): a new fact with a *functional*
   predicate (one object at a time: ``lives_in``, ``works_at``, ``spouse``, ...) and a
   different object ends the old fact's validity (``invalid_at``, ``superseded_by``,
-  ``expired_at``); the old fact stays as history. Re-adding a current fact only adds its
+  ``expired_at``); the old fact stays as history. A fact and its negation
+  (``works_at`` / ``does_not_work_at``, see :func:`~.extraction.negate_predicate`) end each
+  other the same way: "I no longer work at Google" ends ``User works_at Google``.
+* **The user's name** (``User named Zhang San``) makes the name an alias of the user's
+  entity: later facts about "Zhang San" are facts about the user. Re-adding a current fact only adds its
   source: no duplicates. Removing the fact that superseded another reinstates it.
 * **Hybrid retrieval**: dense and keyword rankings over facts plus graph expansion from
   the entities named in the query (bounded depth), fused by reciprocal rank, then
@@ -48,9 +52,11 @@ from llama_index_memory_hierarchy.entity_resolution import (
     EntityResolver,
     name_tokens,
     normalize_name,
+    types_compatible,
 )
 from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreError
 from llama_index_memory_hierarchy.extraction import (
+    NAME_PREDICATE,
     USER_ENTITY,
     ExtractedFact,
     Extraction,
@@ -58,6 +64,7 @@ from llama_index_memory_hierarchy.extraction import (
     LLMExtractor,
     OfflineExtractor,
     clean_name,
+    negate_predicate,
     normalize_predicate,
 )
 from llama_index_memory_hierarchy.graph_export import GraphEdge, GraphNode, KnowledgeGraph
@@ -84,11 +91,13 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Predicates that hold one object at a time: a new object supersedes the old fact.
+#: Predicates that hold one object at a time: a new object supersedes the old fact. ``is``, ``likes``,
+#: ``has`` and ``prefers`` are not among them: "Carol is left-handed" does not end "Carol is a pilot".
 DEFAULT_FUNCTIONAL_PREDICATES = frozenset(
     {
-        "lives_in", "works_at", "works_as", "is", "prefers", "age", "spouse", "married_to", "job", "job_title",
-        "title", "role", "nationality", "born_in", "birthday", "email", "phone", "status", "favorite_color",
+        "lives_in", "works_at", "works_as", "age", "spouse", "married_to", "job", "job_title", "title", "role",
+        "nationality", "born_in", "born_on", "birthday", "email", "phone", "status", "favorite_color", "hometown",
+        NAME_PREDICATE,
     }
 )  # fmt: skip
 FACT = "fact"
@@ -235,12 +244,24 @@ class _UserState:
             self.by_source.get(source, set()).discard(fact_id)
         return fact
 
+    def current_for_object(self, subject_id: str, object_id: str) -> list[_Fact]:
+        return [
+            self.facts[f]
+            for f in self.by_entity.get(subject_id, ())
+            if self.facts[f].current and self.facts[f].subject_id == subject_id and self.facts[f].object_id == object_id
+        ]
+
     def current_for(self, subject_id: str, predicate: str) -> list[_Fact]:
         return [
             self.facts[f]
             for f in self.by_entity.get(subject_id, ())
             if self.facts[f].current and self.facts[f].subject_id == subject_id and self.facts[f].predicate == predicate
         ]
+
+
+def _positives(old: str, new: str) -> list[str]:
+    """``[new]`` when ``old`` is the negation of ``new`` ("does_not_work_at" of "works_at"), else ``[]``."""
+    return [new] if negate_predicate(new) == old else []
 
 
 def _fact_content(subject: str, predicate: str, obj: str) -> str:
@@ -483,8 +504,14 @@ class SemanticMemory(StoredTier):
             registry = state.registry
             assert registry is not None
             mentions: list[tuple[str, str]] = []
-            for fact in inputs:
+            named = set()
+            for position, fact in enumerate(inputs):
                 mentions += [(fact.subject, fact.subject_type), (fact.object, fact.object_type)]
+                if fact.predicate == NAME_PREDICATE and fact.subject == USER_ENTITY:
+                    if not self.resolver.name_user(registry, fact.object):
+                        await self._amerge_into_user(state, fact.object)
+                    if self.resolver.name_user(registry, fact.object):
+                        named.add(position)
             resolved = await self.resolver.aresolve(registry, mentions, self.context.embeddings.aembed_texts)
             now = utcnow()
             ids: list[str | None] = []
@@ -495,7 +522,7 @@ class SemanticMemory(StoredTier):
             for position, fact in enumerate(inputs):
                 subject, obj = resolved[2 * position], resolved[2 * position + 1]
                 key = (subject.id, fact.predicate, obj.id)
-                if subject.id == obj.id:
+                if subject.id == obj.id and position not in named:
                     if strict:
                         raise MemoryValidationError(
                             f"facts[{position}]", f"subject and object are the same entity {subject.name!r}"
@@ -534,8 +561,19 @@ class SemanticMemory(StoredTier):
                 }
                 importance = fact.importance if fact.importance is not None else 0.5
                 record_fact = _Fact(fact_id, subject.id, fact.predicate, obj.id, True, valid_at, metadata, importance)
-                if fact.predicate in self.settings.functional_predicates:
-                    for old in state.current_for(subject.id, fact.predicate):
+                opposite = [
+                    old
+                    for old in state.current_for_object(subject.id, obj.id)
+                    if old.predicate != fact.predicate
+                    and fact.predicate in {negate_predicate(old.predicate), *_positives(old.predicate, fact.predicate)}
+                ]
+                ending = opposite + (
+                    state.current_for(subject.id, fact.predicate)
+                    if fact.predicate in self.settings.functional_predicates
+                    else []
+                )
+                if ending:
+                    for old in ending:
                         if old.valid_at <= valid_at:  # the new fact is newer: the old one ends
                             state.unindex(old.id)
                             old.current = False
@@ -554,7 +592,7 @@ class SemanticMemory(StoredTier):
                                     state.facts[f]
                                     for f in state.by_entity.get(subject.id, ())
                                     if state.facts[f].subject_id == subject.id
-                                    and state.facts[f].predicate == fact.predicate
+                                    and state.facts[f].predicate in {fact.predicate, old.predicate}
                                     and state.facts[f].valid_at > valid_at
                                 ),
                                 key=lambda f: f.valid_at,
@@ -596,6 +634,42 @@ class SemanticMemory(StoredTier):
                 raise
             await self._amirror(state, [*new, *changed.values()], ended)
             return ids
+
+    async def _amerge_into_user(self, state: _UserState, name: str) -> None:
+        """The user introduced themselves by a name an entity already has: that entity is the user.
+
+        Its facts are re-pointed to the user's entity (records updated, graph rebuilt); an entity
+        of another strong type (a place or an organisation of that name) is left alone.
+        """
+        registry = state.registry
+        assert registry is not None
+        other = registry.by_alias(normalize_name(name))
+        user = self.resolver.user(registry)
+        if other is None or other.id == user.id or not types_compatible(other.type, "PERSON"):
+            return
+        moved = []
+        for fact_id in sorted(state.by_entity.get(other.id, ())):
+            fact = state.unindex(fact_id)
+            if fact is None:
+                continue
+            for side in ("subject", "object"):
+                if getattr(fact, f"{side}_id") == other.id:
+                    setattr(fact, f"{side}_id", user.id)
+                    fact.metadata = {**fact.metadata, f"{side}_id": user.id, f"{side}_type": "PERSON"}
+            state.index(fact)
+            moved.append(fact)
+        registry.absorb(user, other)
+        state.by_entity.pop(other.id, None)
+        for fact in moved:
+            await self.context.records.update(self.user_id, fact.id, metadata=fact.metadata)
+        if moved:
+            await self.context.drain_outbox()
+        logger.info("semantic memory of %s: %r is the user; %d facts moved to the user", self.user_id, name, len(moved))
+        try:
+            await self._arebuild(state)
+        except Exception as exc:
+            logger.error("semantic memory of %s: graph rebuild failed (%s); retried on next load", self.user_id, exc)
+            state.loaded = False
 
     async def _amirror(self, state: _UserState, touched: Iterable[_Fact], ended: Iterable[_Fact]) -> None:
         """Bring the graph in step after a change (records already committed)."""
@@ -1009,23 +1083,38 @@ class SemanticMemory(StoredTier):
 
     async def _agraph_ranking(self, state: _UserState, query: str, limit: int) -> list[str]:
         """Fact ids reached from the query's entities, nearest and most confident first."""
+        hops = await self._ahops(state, query, limit)
+        return sorted(hops, key=lambda fact_id: (hops[fact_id], -state.facts[fact_id].confidence, fact_id))
+
+    async def agraph_hops(self, query: str, limit: int = 20) -> dict[str, int]:
+        """Facts the graph reaches from the entities ``query`` names: ``{fact id: hops}`` (1 = about them).
+
+        The cross-tier search takes it as one signal among others; no entity named (or no fact
+        yet), no graph call.
+        """
+        state = await self._astate()
+        if not state.facts:
+            return {}
+        return await self._ahops(state, query, limit)
+
+    async def _ahops(self, state: _UserState, query: str, limit: int) -> dict[str, int]:
         depth = self.settings.expansion_depth
         if depth < 1:
-            return []
+            return {}
         seeds = [e.id for e in self.mentioned_entities(state, query)]
         if not seeds:
-            return []
+            return {}
         try:
             reach = await self.graph.aneighbourhood(self.user_id, seeds, depth=depth, limit=limit)
         except Exception as exc:
             logger.warning("graph expansion failed (%s); ranking without it", exc)
-            return []
-        scored = []
+            return {}
+        hops: dict[str, int] = {}
         for hop, (_, relation, _) in reach:
             fact_id = relation.properties.get("fact_id")
             if fact_id in state.facts:
-                scored.append((hop, -state.facts[fact_id].confidence, fact_id))
-        return [fact_id for _, _, fact_id in sorted(scored)]
+                hops[fact_id] = min(hop, hops.get(fact_id, hop))
+        return hops
 
     # ------------------------------------------------------------------ entities and facts
     def _find_entity(self, state: _UserState, name: str) -> Entity | None:

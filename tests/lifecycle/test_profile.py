@@ -26,13 +26,15 @@ def test_profile_from_consolidated_turns_and_statements(memory_factory) -> None:
     profile = memory.manager.get_profile()
     preferences = {e.text for e in profile.preferences}
     facts = {e.text for e in profile.facts}
-    assert "I prefer window seats on long flights." in preferences
-    assert "I'm vegetarian." in preferences
-    assert "I work at Acme Corp as a data engineer." in facts  # the user's own sentence, not the triplet
+    # short normalised statements of the current facts, never the user's raw sentences (issue 15)
+    assert "prefers window seats" in preferences
+    assert "is vegetarian" in facts
+    assert "works at Acme Corp" in facts
     assert "lives in Utrecht" in facts
+    assert not any(text.startswith("I ") or text.endswith(".") for text in preferences | facts)
     assert not any("Tom" in text for text in preferences | facts)  # an event, not a trait
-    work = next(e for e in profile.facts if e.text.startswith("I work at"))
-    assert work.source_ids and work.since is not None
+    work = next(e for e in profile.facts if e.text == "works at Acme Corp")
+    assert work.kind == "identity" and work.source_ids and work.since is not None
 
     text = profile.text(60)
     assert text.startswith(PROFILE_HEADER) and count_tokens(text) <= 60
@@ -55,10 +57,10 @@ def test_profile_is_a_section_of_the_memory_message(memory_factory) -> None:
     memory.put(ChatMessage(role="user", content="Can you suggest a dinner recipe?"))
     system = memory.get()[-1]  # the memory message follows the latest user message
     assert system.role == MessageRole.SYSTEM
-    assert system.content.startswith(PROFILE_HEADER) and "I'm allergic to shellfish." in system.content
+    assert system.content.startswith(PROFILE_HEADER) and "is allergic to shellfish" in system.content
     assert count_tokens(system.content) <= 200
     memory.manager.add_memory("I love spicy food.", "semantic", 0.8)  # the profile follows new facts
-    assert "I love spicy food." in memory.get()[-1].content
+    assert "loves spicy food" in memory.get()[-1].content
 
 
 async def test_profile_memory_block(memory_factory) -> None:
@@ -68,4 +70,28 @@ async def test_profile_memory_block(memory_factory) -> None:
     chat = Memory.from_defaults(session_id="chat", token_limit=2000, memory_blocks=[block])
     await chat.aput(ChatMessage(role="user", content="Explain recursion."))
     messages = await chat.aget()
-    assert "I prefer concise answers." in messages[0].content
+    assert "prefers concise answers" in messages[0].content
+
+
+def test_profile_follows_supersession_and_negation(memory_factory) -> None:
+    memory = memory_factory()
+    memory.put_messages(
+        [
+            ChatMessage(role="user", content="Hi! I'm Zhang San. I'm learning Python."),
+            ChatMessage(role="user", content="I live in Berlin."),
+            ChatMessage(role="user", content="My manager Li Si asked me to automate our weekly Excel sales report."),
+        ]
+    )
+    memory.manager.consolidate()
+    memory.put(ChatMessage(role="user", content="I moved to Paris last month, so I live in Paris now."))
+    memory.put(ChatMessage(role="user", content="I don't like coffee."))
+    memory.manager.consolidate()
+    profile = memory.manager.get_profile()
+    texts = {e.text for e in [*profile.preferences, *profile.facts]}
+    assert {"name is Zhang San", "learns Python", "lives in Paris", "does not like coffee"} <= texts
+    assert {"Li Si is the user's manager", "asked to automate weekly Excel sales report"} <= texts
+    assert "lives in Berlin" not in texts  # superseded
+    assert not any("like coffee" in t and not t.startswith("does not") for t in texts)
+    kinds = {e.text: e.kind for e in [*profile.preferences, *profile.facts]}
+    assert kinds["does not like coffee"] == "preference" and kinds["Li Si is the user's manager"] == "relation"
+    assert kinds["asked to automate weekly Excel sales report"] == "plan"

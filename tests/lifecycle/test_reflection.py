@@ -104,3 +104,28 @@ def test_offline_heuristic_insights_are_labelled(memory_factory) -> None:
     [insight] = [i for i in insights_of(second) if "bouldering" in i.content]
     assert insight.content.startswith("[heuristic] ") and insight.metadata["method"] == "offline-heuristic"
     assert len(insight.metadata["source_ids"]) == 2
+
+
+def test_insights_that_repeat_an_event_or_cite_nothing_are_dropped(memory_factory) -> None:
+    reply = {
+        "insights": [
+            {"insight": "Bought new running shoes.", "sources": [3]},
+            {"insight": "The user is preparing for a race.", "sources": []},
+            {"insight": "The user trains for a half marathon.", "sources": [2]},
+        ]
+    }
+    llm = ScriptedLLM(rules=[(REFLECTION, json.dumps(reply))])
+    memory = memory_factory(llm=llm, lifecycle=LifecycleSettings(reflection_threshold=3.0, reflection_insights=3))
+    stock(memory)
+    memory.manager.reflect()
+    assert [i.content for i in insights_of(memory)] == ["The user trains for a half marathon."]
+
+
+def test_offline_heuristic_says_nothing_about_stop_words(memory_factory) -> None:
+    settings = LifecycleSettings(reflection_threshold=1.0, offline_reflection=True)
+    texts = ["I went home and keep going.", "We went out, keep it simple.", "They went away; keep calm."]
+    for day, text in zip(["mon", "tue", "wed"], texts, strict=True):
+        memory = memory_factory(session_id=day, lifecycle=settings)
+        memory.manager.add_memory(text, "episodic", 0.7)
+    memory.manager.reflect()
+    assert not [i for i in insights_of(memory) if "'went'" in i.content or "'keep'" in i.content]

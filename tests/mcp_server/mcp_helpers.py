@@ -37,6 +37,13 @@ TOOLS = {
     "ask_documents",
 }
 
+#: Bearer tokens of the shared HTTP server (conftest.server) and the users they map to.
+ALICE, BOB, CAROL, DAVE, AGENT = (
+    f"{name}-token-0123456789abcdef" for name in ("alice", "bob", "carol", "dave", "zhang_san")
+)
+ADMIN = "admin-token-0123456789abcdef"
+USERS = {ALICE: "alice", BOB: "bob", CAROL: "carol", DAVE: "dave", AGENT: "zhang_san"}
+
 
 def server_env() -> dict[str, str]:
     """This environment without LMH_* settings, offline."""
@@ -142,6 +149,12 @@ class HttpServer:
             self.process.kill()
             self.process.wait()
             return None
+
+    def restart(self) -> int | None:
+        """Stop the server and start a new one on the same folder and port; the old one's exit code."""
+        code = self.stop()
+        self.start()
+        return code
 
     def __enter__(self) -> HttpServer:
         return self.start()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,9 +21,7 @@ from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
 from llama_index.core.llms import MockFunctionCallingLLM
 from llama_index.tools.mcp import BasicMCPClient, McpToolSpec
-from mcp_helpers import HttpServer, write_tokens
-
-TOKEN = "agent-token-0123456789abcdef"
+from mcp_helpers import AGENT, HttpServer
 
 
 def scripted_llm(calls: list[tuple[str, dict[str, Any]]]) -> MockFunctionCallingLLM:
@@ -54,22 +51,20 @@ def scripted_llm(calls: list[tuple[str, dict[str, Any]]]) -> MockFunctionCalling
 
 async def ask(server: HttpServer, message: str, calls: list[tuple[str, dict[str, Any]]]) -> str:
     """One agent turn with tools freshly listed from ``server``."""
-    client = BasicMCPClient(server.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120)
+    client = BasicMCPClient(server.url, headers={"Authorization": f"Bearer {AGENT}"}, timeout=120)
     tools = await McpToolSpec(client=client).to_tool_list_async()
     assert {"remember", "recall", "forget"} <= {tool.metadata.name for tool in tools}
     agent = FunctionAgent(llm=scripted_llm(calls), tools=tools, system_prompt="You are an assistant with memory.")
     return str(await agent.run(user_msg=message))
 
 
-async def test_function_agent_stores_and_recalls_a_fact_across_two_server_restarts(tmp_path: Path) -> None:
-    folder, tokens = tmp_path / "memory", write_tokens(tmp_path / "tokens.toml", {TOKEN: "zhang_san"})
+async def test_function_agent_stores_and_recalls_a_fact_across_two_server_restarts(server: HttpServer) -> None:
     calls: list[tuple[str, dict[str, Any]]] = []
-    with HttpServer(folder, tokens) as server:
-        stored = await ask(server, "Remember that my sister Mia lives in Lisbon.", calls)
+    stored = await ask(server, "Remember that my sister Mia lives in Lisbon.", calls)
     assert calls[-1][0] == "remember" and "Remembered in semantic memory" in stored
     (memory_id,) = set(re.findall(r"id=([0-9a-f-]{36})", stored))
     for _restart in range(2):
-        with HttpServer(folder, tokens) as server:
-            answer = await ask(server, "Where does my sister Mia live?", calls)
+        assert server.restart() == 0  # a clean stop (SIGTERM), then a new process on the same folder and port
+        answer = await ask(server, "Where does my sister Mia live?", calls)
         assert calls[-1][0] == "recall"
         assert "Lisbon" in answer and memory_id in answer

@@ -1,4 +1,4 @@
-"""``lmh mcp --http``: one real server on a free loopback port, driven by the MCP SDK's client.
+"""``lmh mcp --http``: the real server on a free loopback port (``conftest.server``), driven by the SDK's client.
 
 Every request carries a bearer token from the server's token file; the tests check that a token
 reaches only its own user's memories and documents, whatever ``user_id`` or memory id a call
@@ -9,8 +9,6 @@ clients lose no write.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -18,29 +16,22 @@ pytest.importorskip("mcp")
 
 import httpx2
 from mcp.shared.exceptions import MCPError
-from mcp_helpers import TOOLS, HttpServer, counts, http_session, ids, ok, refused, text, write_tokens
-
-ALICE, BOB, CAROL, DAVE = (f"{name}-token-0123456789abcdef" for name in ("alice", "bob", "carol", "dave"))
-ADMIN = "admin-token-0123456789abcdef"
-USERS = {ALICE: "alice", BOB: "bob", CAROL: "carol", DAVE: "dave"}
-
-
-def _ingest_manual(folder: Path, source: Path) -> None:
-    """Alice's knowledge base 'manuals' holds one document (written before the server holds the folder)."""
-    from llama_index_memory_hierarchy.knowledge.base import KnowledgeBase
-
-    source.write_text("# Router\n\nTo reset the router, hold the red reset button for ten seconds.\n", "utf-8")
-    with KnowledgeBase.from_defaults(namespace="manuals", persist_dir=str(folder), user_id="alice") as kb:
-        assert kb.add_documents(str(source)).ok
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
-    root = tmp_path_factory.mktemp("mcp-http")
-    _ingest_manual(root / "memory", root / "router.md")
-    tokens = write_tokens(root / "tokens.toml", USERS, admin=ADMIN)
-    with HttpServer(root / "memory", tokens) as running:
-        yield running
+from mcp_helpers import (
+    ADMIN,
+    ALICE,
+    BOB,
+    CAROL,
+    DAVE,
+    TOOLS,
+    USERS,
+    HttpServer,
+    counts,
+    http_session,
+    ids,
+    ok,
+    refused,
+    text,
+)
 
 
 async def call(server: HttpServer, token: str, tool: str, **arguments: object) -> object:
@@ -146,3 +137,22 @@ async def test_eight_concurrent_clients_lose_no_writes_and_read_only_their_own(s
         listed = ok(await call(server, token, "timeline", limit=200))
         assert set(ids(listed)) == written[USERS[token]]
         assert counts(ok(await call(server, token, "memory_stats")))["episodic"] == 4 * writes
+
+
+async def test_a_session_opened_with_one_token_is_not_found_with_another(server: HttpServer) -> None:
+    version = "2025-11-25"
+    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}},
+    }
+    recall = {"name": "recall", "arguments": {"query": "x"}}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": recall}
+    async with httpx2.AsyncClient(timeout=120) as http:
+        opened = await http.post(server.url, json=hello, headers={**accept, "Authorization": f"Bearer {ALICE}"})
+        assert opened.status_code == 200, opened.text
+        session = {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": version}
+        stolen = await http.post(server.url, json=call, headers={**accept, **session, "Authorization": f"Bearer {BOB}"})
+        assert stolen.status_code == 404, stolen.text  # as if alice's session did not exist

@@ -276,3 +276,60 @@ def test_settings_make_predicates_functional(make_memory) -> None:
         ("Alice", "lives_in", "Oslo"),
         ("Alice", "lives_in", "Bergen"),
     }
+
+
+def test_issue_15_supersession_negation_entities_and_user_name(make_memory) -> None:
+    memory = make_memory()
+    semantic = memory.semantic
+    semantic.extract_and_add("I work at Google.", valid_at=T0)
+    semantic.extract_and_add("I no longer work at Google.", valid_at=T0 + timedelta(days=1))
+    current = triples(semantic.get_facts("User"))
+    assert ("User", "works_at", "Google") not in current  # "no longer" ends the old fact
+    assert ("User", "does_not_work_at", "Google") in current
+    history = triples(semantic.get_facts("User", include_history=True))
+    assert ("User", "works_at", "Google") in history
+    # "is" holds many values: a second one does not replace the first
+    semantic.extract_and_add("Carol is a pilot.", valid_at=T0)
+    semantic.extract_and_add("Carol is left-handed.", valid_at=T0 + timedelta(days=1))
+    assert {("Carol", "is", "pilot"), ("Carol", "is", "left-handed")} <= triples(semantic.get_facts("Carol"))
+    # near-identical facts with different objects are different facts
+    semantic.extract_and_add("Carol flies A320.")
+    semantic.extract_and_add("Carol flies A321.")
+    assert {("Carol", "flies", "A320"), ("Carol", "flies", "A321")} <= triples(semantic.get_facts("Carol"))
+    # a shared first name is not enough when the surnames differ
+    semantic.add_fact("Alice Smith", "lives_in", "Leeds", subject_type="PERSON")
+    semantic.add_fact("Alice", "likes", "jazz", subject_type="PERSON")
+    semantic.extract_and_add("Alice Jones owns a yellow piano.")
+    smith, jones = semantic.get_entity("Alice Smith"), semantic.get_entity("Alice Jones")
+    assert smith is not None and jones is not None and smith.id != jones.id
+    assert ("Alice Jones", "owns", "yellow piano") in triples(semantic.get_facts("Alice Jones"))
+    assert ("Alice Jones", "owns", "yellow piano") not in triples(semantic.get_facts("Alice Smith"))
+    # the user's own name and "User" are one entity
+    semantic.extract_and_add("Hi! I'm Zhang San.")
+    semantic.add_fact("Zhang San", "likes", "tea")
+    user, named = semantic.get_entity("User"), semantic.get_entity("Zhang San")
+    assert user is not None and named is not None and user.id == named.id
+    assert ("Zhang San", "likes", "tea") in triples(semantic.get_facts("User"))
+
+
+def test_chinese_user_name_is_the_user(make_memory) -> None:
+    semantic = make_memory().semantic
+    semantic.extract_and_add("我叫张三。我住在北京。")
+    semantic.extract_and_add("张三喜欢咖啡。")
+    user = semantic.get_entity("我") or semantic.get_entity("User")
+    assert user is not None and semantic.get_entity("张三").id == user.id
+    assert {("User", "lives_in", "北京"), ("张三", "likes", "咖啡")} <= triples(semantic.get_facts("User"))
+
+
+def test_a_name_known_before_the_user_introduces_themselves_becomes_the_user(make_memory) -> None:
+    semantic = make_memory().semantic
+    semantic.extract_and_add("Zhang San works at Acme as a data analyst.")
+    semantic.extract_and_add("Li Si is the manager of Zhang San.")
+    semantic.extract_and_add("Hi! I'm Zhang San.")
+    user = semantic.get_entity("User")
+    assert user is not None and semantic.get_entity("Zhang San").id == user.id
+    facts = triples(semantic.get_facts("User"))
+    assert {("Zhang San", "works_at", "Acme"), ("Li Si", "manager_of", "Zhang San")} <= facts
+    graph = json.loads(semantic.export_knowledge_graph("json"))
+    labels = [n["label"] for n in graph["nodes"]]
+    assert labels.count("Zhang San") + labels.count("User") == 1  # one node for the user

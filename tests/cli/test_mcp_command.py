@@ -1,0 +1,33 @@
+"""``lmh mcp``: usage errors before anything is opened (the servers themselves: tests/mcp_server/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cli_helpers import assert_clean_error, run_lmh
+
+pytest.importorskip("mcp")
+
+
+def test_mcp_help_names_the_transports_and_tools() -> None:
+    text = run_lmh("mcp", "--help").ok().stdout
+    for word in ("--http", "--tokens", "--host", "remember", "recall", "memory://profile"):
+        assert word in text, word
+
+
+def test_http_needs_a_token_file_and_no_fixed_user(tmp_path: Path) -> None:
+    assert_clean_error(run_lmh("mcp", "--http", "--dir", str(tmp_path)), 2, "--tokens")
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text('{"tokens": [{"token": "alice-token-0123456789", "user": "alice"}]}')
+    assert_clean_error(run_lmh("mcp", "--http", "--tokens", str(tokens), "--user", "bob"), 2, "--user")
+    assert_clean_error(run_lmh("mcp", "--http", "--tokens", str(tokens), "--port", "0"), 2, "--port")
+    assert_clean_error(run_lmh("mcp", "--http", "--tokens", str(tokens), "--path", "mcp"), 2, "--path")
+
+
+def test_a_bad_token_file_is_refused_naming_the_entry(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text('[[tokens]]\ntoken = "short"\nuser = "alice"\n')
+    result = run_lmh("mcp", "--http", "--tokens", str(tokens), "--dir", str(tmp_path / "memory"))
+    assert_clean_error(result, 2, "tokens: entry 1", "at least 16 characters")
+    assert not (tmp_path / "memory").exists()  # refused before the folder is opened
