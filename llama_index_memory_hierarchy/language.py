@@ -473,8 +473,7 @@ _TIME_EXPRESSION = re.compile(
     rf"\b(?:yesterday|today|tonight|tomorrow|recently|lately|ago|last|next|this (?:morning|afternoon|evening|"
     rf"week|weekend|month|year|summer|winter|spring|fall|autumn)|weekend|(?:mon|tues|wednes|thurs|fri|satur|sun)day"
     rf"|{_MONTH_RE}|(?:19|20)\d\d|since|until|soon|earlier|(?:a )?(?:few|couple of) (?:days|weeks|months|years)"
-    rf"|\d+ (?:days|weeks|months|years|hours)|(?:day|week|month|year)s? (?:ago|before|after)|at \d{{1,2}}"
-    rf"(?::\d\d)? ?(?:am|pm)|just now|when i was)\b"
+    rf"|\d+ (?:days|weeks|months|years)|(?:day|week|month|year)s? (?:ago|before|after))\b"
     r"|昨天|今天|明天|前天|后天|刚才|最近|上周|下周|本周|这周|上个?月|下个?月|这个月|去年|今年|明年|周末"
     r"|星期[一二三四五六日天]|礼拜[一二三四五六日天]|[上下]午|早上|晚上|[0-9零〇一二两三四五六七八九十]+\s*(?:个)?(?:天|周|星期|月|年|小时)[前后以]"
     r"|\d{1,2}\s*月\s*\d{1,2}\s*[日号]|(?:19|20)\d\d\s*年",

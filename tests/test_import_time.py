@@ -31,6 +31,8 @@ HEAVY = (
     "numpy",
     "PIL",
     "rich",
+    "mcp",
+    "uvicorn",
 )
 
 

@@ -603,7 +603,7 @@ class Demo:
             for command in (
                 f"lmh search 'Excel report' {user} {where}",
                 f"lmh timeline {user} {where}",
-                f"lmh graph --entity 'Zhang San' {user} {where}",
+                f"lmh graph --entity '{self.script.entity}' {user} {where}",
                 f"lmh ask 'When is the sales report due?' --namespace demo-docs {user} {where}",
                 f"lmh chat {user} {where}",
             ):

@@ -1,6 +1,7 @@
 """User erasure: remove one user from every store of a deployment ("right to be forgotten").
 
-``aerase_user(context, user_id)`` removes, in this order:
+``aerase_user(context, user_id)`` first commits a *pending-erasure* record (the user id, in
+``lifecycle_erasures``), then removes, in this order:
 
 1. **Vector points**: every vector space the user has records in (the text space, the
    perceptual tier's satellite spaces such as phash/CLIP/audio, and every embedded space
@@ -8,22 +9,28 @@
 2. **Record rows**: ``SQLRecordStore.delete_user`` deletes the user's rows from every table
    registered with a ``user_id`` column, in one transaction: memories of every tier and
    namespace (knowledge-base chunks ``kb:*`` included), superseded facts (history), the
-   lifecycle tables (running summaries, consolidation marks, cursors, the audit trail) and
-   whatever other modules registered; it writes vector tombstones in the outbox, which are
-   then applied, and every space is also cleared by a ``user_id`` filter;
+   lifecycle tables (running summaries, consolidation marks, tombstones, cursors, the audit
+   trail) and whatever other modules registered; it writes vector tombstones in the outbox,
+   which are then applied, and every space is also cleared by a ``user_id`` filter;
 3. **Graph**: every node of the user (and so every relation) in the graph store;
 4. **Files**: the user's folder of stored perception files;
 5. **In-process state**: the semantic index of the user, and the working memory, history
    and running summary of every live ``HierarchicalMemory`` of the user in this process.
 
-With ``compact`` (default), SQLite files are compacted so that deleted text does not linger
-in free pages or in the keyword index's segments (FTS5 ``optimize``, ``VACUUM``, WAL
-checkpoint), and embedded vector indexes are optimized (deleted points vacuumed). Vector
-payloads hold ids and numbers, never text; an embedded (qdrant-edge) folder may still hold
-the user's *id* in its write-ahead log and payload-index pages until those are rewritten.
-For byte-level erasure of those too, rebuild the derived indexes offline afterwards
-(``maintenance.rebuild_indexes(persist_dir)``, the CLI's ``lmh reindex``), which rewrites
-every vector folder from the record store.
+Then, in one transaction, the pending record is replaced by a *pending-compaction* marker
+that names no user, and with ``compact`` (default) every file is rewritten so that no byte of
+the user stays behind: each embedded (qdrant-edge) vector folder is rebuilt from the record
+store (its write-ahead log, payload pages and payload index otherwise keep the user's id
+until a segment is rewritten; qdrant-edge has no call that truncates its WAL), SQLite files
+get FTS5 ``optimize``, ``VACUUM`` and a ``wal_checkpoint(TRUNCATE)`` (the graph's file too),
+and PostgreSQL tables a ``VACUUM FULL`` (a new heap file; PostgreSQL's own write-ahead log
+is recycled by its checkpoints, outside this package's files). The marker goes last.
+
+Resumable: a kill at any point leaves the pending record or the marker, and the next open
+of the stores (:func:`aresume_erasures`, run by ``StoreContext``) finishes the erasure;
+``maintenance.verify_indexes`` reports an unfinished one, and graph nodes or stored files of
+a user without records. Vector indexes on a server (Qdrant, Chroma, a LlamaIndex store) are
+cleared by filter and optimised where they can be; their files are the server's.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -110,15 +118,35 @@ async def aerase_user(context: StoreContext, user_id: str, *, compact: bool = Tr
     return await context.runtime.arun(_aerase(context, user_id, compact))
 
 
-async def _aerase(context: StoreContext, user_id: str, compact: bool) -> ErasureReport:
-    from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
+async def aresume_erasures(context: StoreContext) -> list[str]:
+    """Finish the erasures a killed process left (the stores call it when they open); digests of the users."""
+    from llama_index_memory_hierarchy.lifecycle.tables import COMPACTION_PENDING, LifecycleStore
 
-    report = ErasureReport(user_id=user_id)
-    await LifecycleStore(context).aensure_tables()
-    await _areset_live(context, user_id, report)
+    store = LifecycleStore(context)
+    pending = await store.apending_erasures()
+    finished = []
+    for user_id in sorted(pending):
+        if user_id == COMPACTION_PENDING:
+            continue
+        logger.warning("finishing the interrupted erasure of user #%s", user_digest(user_id))
+        await _aerase(context, user_id, compact=True)
+        finished.append(user_digest(user_id))
+    if COMPACTION_PENDING in pending and not finished:
+        logger.warning("finishing the compaction of an interrupted erasure")
+        await _acompact(context, (await _aopen_spaces(context, None)).values(), _graph(context))
+        await store.aend_erasure(COMPACTION_PENDING)
+    return finished
 
-    # 1. every vector space the user may have points in, open before the deletes are applied
-    spaces = await auser_spaces(context, user_id)
+
+def _graph(context: StoreContext) -> Any:
+    from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
+
+    return context.resource("graph_store", lambda ctx: UserGraph(open_graph_store(ctx.config)))
+
+
+async def _aopen_spaces(context: StoreContext, user_id: str | None) -> dict[str, Any]:
+    """Every vector index the user (or anyone, for ``None``) may have points in, opened."""
+    spaces = await auser_spaces(context, user_id) if user_id is not None else {}
     if not context.config.qdrant_url and not context.config.qdrant_path and context.config.vector_backend == "edge":
         for space, dim in disk_spaces(context.persist_dir).items():
             spaces.setdefault(space, dim)
@@ -128,6 +156,19 @@ async def _aerase(context: StoreContext, user_id: str, compact: bool) -> Erasure
         indexes[space] = await context.avector_index(space, dim)
     text_space = await context.aspace()
     indexes.setdefault(text_space, await context.avector_index())
+    return indexes
+
+
+async def _aerase(context: StoreContext, user_id: str, compact: bool) -> ErasureReport:
+    from llama_index_memory_hierarchy.lifecycle.tables import COMPACTION_PENDING, LifecycleStore
+
+    report = ErasureReport(user_id=user_id)
+    store = LifecycleStore(context)
+    await store.abegin_erasure(user_id)  # committed first: a kill from here on is finished on the next open
+    await _areset_live(context, user_id, report)
+
+    # 1. every vector space the user may have points in, open before the deletes are applied
+    indexes = await _aopen_spaces(context, user_id)
     for space, index in indexes.items():
         report.vectors[space] = await index.count(user_id)
 
@@ -153,8 +194,11 @@ async def _aerase(context: StoreContext, user_id: str, compact: bool) -> Erasure
     # 5. in-process semantic index of the user
     await _areset_semantic_state(context, user_id)
 
+    # nothing of the user is left but bytes: the record naming them gives way to one naming nobody
+    await store.aend_erasure(user_id, then=COMPACTION_PENDING if compact else None)
     if compact:
         await _acompact(context, indexes.values(), graph)
+        await store.aend_erasure(COMPACTION_PENDING)
         report.compacted = True
     logger.info(
         "erased user #%s: %d rows, %d vector points, %d graph nodes, %d files",
@@ -178,9 +222,7 @@ async def _areset_live(context: StoreContext, user_id: str, report: ErasureRepor
 
 
 async def _aerase_graph(context: StoreContext, user_id: str, report: ErasureReport) -> Any:
-    from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
-
-    graph: UserGraph = context.resource("graph_store", lambda ctx: UserGraph(open_graph_store(ctx.config)))
+    graph = _graph(context)
     counter = getattr(graph.store, "count", None)
     if counter is not None:
         report.graph = await asyncio.to_thread(counter, user_id)
@@ -200,20 +242,24 @@ async def _areset_semantic_state(context: StoreContext, user_id: str) -> None:
 
 
 async def _acompact(context: StoreContext, indexes: Any, graph: Any) -> None:
-    """Leave no deleted text in SQLite free pages, FTS5 segments or WAL files; vacuum vector indexes."""
+    """Leave no deleted byte in vector folders, SQLite files (free pages, FTS5 segments, WAL) or PostgreSQL heaps."""
+    for index in list(indexes):
+        await _arewrite_index(context, index)
     records: Any = context.records
-    if getattr(records, "dialect", None) == "sqlite":
+    dialect = getattr(records, "dialect", None)
+    if dialect == "sqlite":
 
         async def optimize(conn: Any) -> None:
             await conn.exec_driver_sql("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
 
         await records.run_transaction(optimize, write=True, op="fts optimize")
-        engine = records.engine
-        async with engine.connect() as conn:
+        async with records._gate(True), records.engine.connect() as conn:
             raw = await conn.get_raw_connection()
             driver = raw.driver_connection  # aiosqlite, autocommit (the store issues BEGIN itself)
             await driver.execute("VACUUM")
             await driver.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    elif dialect == "postgresql":
+        await _avacuum_postgres(records)
     store = getattr(graph, "store", None)
     client = getattr(store, "client", None)
     if client is not None:
@@ -225,10 +271,38 @@ async def _acompact(context: StoreContext, indexes: Any, graph: Any) -> None:
                 client.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
         await asyncio.to_thread(vacuum)
-    for index in indexes:
+
+
+async def _avacuum_postgres(records: Any) -> None:
+    """``VACUUM FULL`` every table of the record store: a new heap file without the deleted rows' bytes."""
+    from llama_index_memory_hierarchy.stores.schema import metadata
+
+    async with records.engine.execution_options(isolation_level="AUTOCOMMIT").connect() as conn:  # VACUUM: no BEGIN
+        existing = set(await conn.run_sync(lambda sync: sa.inspect(sync).get_table_names()))
+        for table in metadata.sorted_tables:
+            if table.name in existing:
+                await conn.exec_driver_sql(f'VACUUM FULL "{table.name}"')  # names from our own metadata
+
+
+async def _arewrite_index(context: StoreContext, index: Any) -> None:
+    """Rebuild an embedded vector folder from the records (a fresh WAL and segments); optimise any other index."""
+    from llama_index_memory_hierarchy.maintenance import _reindex_space
+    from llama_index_memory_hierarchy.stores.vector.edge import EdgeVectorIndex
+
+    if not isinstance(index, EdgeVectorIndex):
         optimize = getattr(index, "optimize", None)
         if optimize is not None:
             await optimize()
-        flush = getattr(index, "flush", None)
-        if flush is not None:
-            await flush()
+        return
+    space, dim, folder = index.space, index.dim, index.path
+    async with context._vector_lock:
+        if context._vectors.get(space) is not index:
+            return  # already replaced
+        del context._vectors[space]
+        await index.close()
+        await asyncio.to_thread(shutil.rmtree, folder, True)
+        fresh = await asyncio.to_thread(lambda: EdgeVectorIndex(context.persist_dir, space, dim, flush_on_write=False))
+        context._vectors[space] = fresh  # writes from now on land in the new folder too
+    await _reindex_space(context.records, fresh, space)
+    await fresh.flush()
+    fresh.flush_on_write = True

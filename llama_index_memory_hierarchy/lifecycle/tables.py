@@ -93,6 +93,10 @@ erasures = sa.Table(
     sa.Column("started_at", sa.Double(), nullable=False),
 )
 
+#: ``erasing_user`` of the marker left between an erasure's deletions and its compaction (names no user;
+#: not a valid user id, so it cannot clash with one).
+COMPACTION_PENDING = "#compaction"
+
 #: The lifecycle's tables (export, import and erasure walk every user-scoped table anyway).
 TABLES = (consolidated, summaries, state, events, tombstones)
 
@@ -219,12 +223,14 @@ class LifecycleStore:
 
         await self._run(work, write=True, op="lifecycle erasure begin")
 
-    async def aend_erasure(self, user_id: str) -> None:
-        """The erasure of ``user_id`` finished: drop its record."""
+    async def aend_erasure(self, user_id: str, *, then: str | None = None) -> None:
+        """The erasure of ``user_id`` finished: drop its record (replaced by ``then`` in the same transaction)."""
         c = erasures.c
 
         async def work(conn: AsyncConnection) -> None:
-            await conn.execute(sa.delete(erasures).where(c.erasing_user == user_id))
+            await conn.execute(sa.delete(erasures).where(c.erasing_user.in_([user_id, *([then] if then else [])])))
+            if then:
+                await conn.execute(sa.insert(erasures).values(erasing_user=then, started_at=time.time()))
 
         await self._run(work, write=True, op="lifecycle erasure end")
 

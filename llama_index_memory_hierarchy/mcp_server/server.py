@@ -159,10 +159,9 @@ def _principal(service: MemoryService, ctx: Context | None) -> Principal:
     """Who this request acts for: the stdio server's user, or the owner of the HTTP request's token."""
     if service.principal is not None:
         return service.principal
-    token: AccessToken | None = None
     request = ctx.request_context.request if ctx is not None else None
     user = getattr(request, "scope", {}).get("user") if request is not None else None
-    token = getattr(user, "access_token", None) or get_access_token()
+    token: AccessToken | None = getattr(user, "access_token", None) or get_access_token()
     if token is None or not token.claims:
         raise ToolError("unauthenticated: this server needs a bearer token on every request")
     return Principal(user_id=token.claims.get("lmh_user_id"), admin=bool(token.claims.get("lmh_admin")))

@@ -191,8 +191,12 @@ class StoreContext:
         embed_model: Any = None,
         runtime: Runtime | None = None,
         vector_store: Any = None,
+        resume_erasures: bool = True,
     ) -> StoreContext:
         """The shared context for this configuration (created on first use).
+
+        On first use it also finishes any user erasure a killed process left (``resume_erasures``;
+        ``maintenance.verify_indexes`` opens without, to report one).
 
         ``vector_store`` replaces the configured vector backend: a LlamaIndex
         ``BasePydanticVectorStore`` (or a ``VectorIndex``) serving the text embedding space, or a
@@ -229,10 +233,22 @@ class StoreContext:
                     context = cls(config, embed_model, runtime or get_runtime(), key, vector_store)
                     cls._registry[key] = context
                     context._refs += 1
-                    return context
+                    break
             # The last holder in this process is closing this folder's stores (and its lock): wait.
             if not closing.wait(_CLOSE_WAIT_S):
                 raise StoreError(f"{key[0]}: its stores took over {_CLOSE_WAIT_S:.0f} s to close in this process")
+        if resume_erasures:
+            context._resume_erasures()  # outside the registry lock: erasure uses the context's resources
+        return context
+
+    def _resume_erasures(self) -> None:
+        """Finish a user erasure a killed process left half done (see ``lifecycle.erasure``)."""
+        from llama_index_memory_hierarchy.lifecycle.erasure import aresume_erasures
+
+        try:
+            self.runtime.run(aresume_erasures(self))
+        except (StoreError, OSError) as exc:  # the stores still open; verify_indexes reports the pending erasure
+            logger.error("%r: an interrupted user erasure could not be finished now: %s", self, exc)
 
     def release(self) -> None:
         """Drop one reference; the last one closes the stores."""

@@ -231,8 +231,9 @@ def _property_round(data: st.DataObject, embed_model: Any) -> None:
             memory.manager.consolidate()
             ids = {text: turn_id(memory, text) for text in texts}
             doomed = data.draw(st.lists(st.sampled_from(texts), min_size=1, max_size=count - 1, unique=True))
-            for text in doomed:
-                _delete(memory, ids[text], data.draw(st.sampled_from(DOORS), label="door"))
+            doors = [data.draw(st.sampled_from(DOORS), label="door") for _ in doomed]
+            for text, door in zip(doomed, doors, strict=True):
+                _delete(memory, ids[text], door)
             memory.manager.consolidate()
             export = Path(folder) / "export.json"
             memory.manager.export_user(None, export)
@@ -247,6 +248,7 @@ def _property_round(data: st.DataObject, embed_model: Any) -> None:
                     assert memory.episodic.get(ids[text]) is None and memory.working.get(ids[text]) is None
                 else:
                     assert memory.episodic.get(ids[text]) is not None and marker in exported
+            print(f"deletion round: {count} turns, {len(doomed)} deleted via {', '.join(doors)}; none came back")
         finally:
             memory.close()
 

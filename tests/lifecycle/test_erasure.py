@@ -23,7 +23,7 @@ from llama_index_memory_hierarchy.perception.files import FileStore
 from llama_index_memory_hierarchy.stores.graph import GRAPH_DB_NAME
 from llama_index_memory_hierarchy.types import MemoryType
 
-ERIN, ERIN_WORD = "erin-q7x", "zanzibarquux"
+ERIN, ERIN_WORD, ERIN_SESSION = "erin-q7x", "zanzibarquux", "talk-wq4zv"
 BOB, BOB_WORD = "bob-k2m", "quokkafrost"
 
 
@@ -105,7 +105,7 @@ def vector_payloads(index: Any) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def two_users(memory_factory, persist_dir):
-    erin = memory_factory(user_id=ERIN, chat_history_token_limit=120)
+    erin = memory_factory(user_id=ERIN, session_id=ERIN_SESSION, chat_history_token_limit=120)
     bob = memory_factory(user_id=BOB, chat_history_token_limit=120)
     populate(erin, ERIN_WORD, 1)
     populate(bob, BOB_WORD, 2)
@@ -128,6 +128,7 @@ def test_forget_user_leaves_nothing_anywhere(two_users, persist_dir) -> None:
     assert len(spaces(persist_dir)) >= 2  # the text space and at least the phash satellite space
     assert FileStore(persist_dir).stored_files(ERIN)
     bob_before = runtime.run(bob.context.records.count(BOB, namespace=None))
+    erin_ids = [r.item.id for r in runtime.run(erin.context.records.query(ERIN, limit=8))]
 
     report = erin.manager.forget_user()
 
@@ -164,10 +165,11 @@ def test_forget_user_leaves_nothing_anywhere(two_users, persist_dir) -> None:
     assert FileStore(persist_dir).stored_files(ERIN) == []
     assert not (persist_dir / "files" / ERIN).exists()
 
-    # 5. the raw bytes of every file in the persist folder (free pages, WAL, segments)
-    assert raw_hits(persist_dir, ERIN_WORD) == []
-    assert [h for h in raw_hits(persist_dir, ERIN) if not h.startswith("vectors/")] == []
-    assert raw_hits(persist_dir, BOB_WORD)
+    # 5. the raw bytes of every file in the persist folder (SQLite free pages and WAL, FTS5 segments, the
+    # vector folders' WAL, payload pages and payload index) hold no id, session id or word of the user
+    for needle in (ERIN, ERIN_WORD, ERIN_SESSION, *erin_ids):
+        assert raw_hits(persist_dir, needle) == [], needle
+    assert raw_hits(persist_dir, BOB_WORD) and raw_hits(persist_dir / "vectors", BOB)
 
     # the live memory forgot too, and the other user has everything
     assert erin.get_all() == [] and erin.working.get_stats()["count"] == 0
@@ -177,15 +179,10 @@ def test_forget_user_leaves_nothing_anywhere(two_users, persist_dir) -> None:
     assert BOB_WORD in bob.manager.retrieve_memories(f"{BOB_WORD} tuna", limit=3)[0].content.casefold()
     assert bob.manager.get_profile().preferences or bob.manager.get_profile().facts
 
-    # qdrant-edge keeps deleted ids in its WAL and payload-index pages until a segment is rewritten:
-    # the offline rebuild of the derived indexes (``lmh reindex``) leaves no byte of the user anywhere
-    from llama_index_memory_hierarchy.maintenance import rebuild_indexes
-
     erin.close()
     bob.close()
-    rebuild_indexes(persist_dir)
-    assert raw_hits(persist_dir, ERIN) == []
-    assert raw_hits(persist_dir / "vectors", BOB)
+    for needle in (ERIN, ERIN_WORD, ERIN_SESSION):  # closing (flushes) writes nothing of hers back
+        assert raw_hits(persist_dir, needle) == [], needle
 
 
 async def _open(memory: Any, space: str) -> Any:
@@ -215,3 +212,141 @@ def test_semantic_state_is_reloaded_after_erasure(two_users) -> None:
     erin.manager.add_memory("I live in Oslo.", "semantic")
     assert [f.content for f in erin.semantic.get_facts("User")] == ["User lives in Oslo"]
     assert MemoryType.SEMANTIC in {i.memory_type for i in erin.manager.retrieve_memories("Oslo", limit=3)}
+
+
+# ------------------------------------------------------------------ no byte left: PostgreSQL table files
+def _pg_table_files(url: str) -> list[Path]:
+    """The files of every table, index and TOAST relation of the database (forks and segments too)."""
+    import sqlalchemy as sa
+
+    sync_url = sa.engine.make_url(url).set(drivername="postgresql+psycopg")
+    engine = sa.create_engine(sync_url)
+    try:
+        with engine.connect() as conn:
+            paths = [
+                row[0]
+                for row in conn.execute(
+                    sa.text("SELECT pg_relation_filepath(oid) FROM pg_class WHERE oid >= 16384 AND relfilenode <> 0")
+                )
+                if row[0]
+            ]
+    finally:
+        engine.dispose()
+    for data_dir in sorted(Path("/var/lib/postgresql").glob("*/main")):
+        try:
+            found = [f for p in paths for f in data_dir.glob(p + "*") if f.is_file()]
+        except PermissionError:
+            continue
+        if found:
+            return found
+    pytest.skip("the PostgreSQL data directory is not readable here (run as root beside the server)")
+
+
+def _file_hits(files: list[Path], needle: str) -> list[str]:
+    return [str(f) for f in files if needle.encode() in f.read_bytes().lower()]
+
+
+def test_forget_user_on_postgresql_leaves_nothing_in_the_table_files(tmp_path: Path) -> None:
+    from servers import Unavailable, fresh_pg_database
+
+    from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
+
+    try:
+        database = fresh_pg_database("lmh_erase")
+        url = database.__enter__()
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        common = {"persist_dir": str(tmp_path / "memory"), "embed_model": "hashing", "record_store_url": url}
+        erin = HierarchicalMemory.from_defaults(
+            user_id=ERIN, session_id=ERIN_SESSION, chat_history_token_limit=120, **common
+        )
+        bob = HierarchicalMemory.from_defaults(user_id=BOB, session_id="s1", chat_history_token_limit=120, **common)
+        try:
+            populate(erin, ERIN_WORD, 1)
+            populate(bob, BOB_WORD, 2)
+            erin_ids = [r.item.id for r in erin.context.runtime.run(erin.context.records.query(ERIN, limit=8))]
+            report = erin.manager.forget_user()
+            assert report.compacted and report.rows["memories"] > 0
+            files = _pg_table_files(url)
+            for needle in (ERIN, ERIN_WORD, ERIN_SESSION, *erin_ids):
+                assert _file_hits(files, needle) == [], needle
+                assert raw_hits(tmp_path / "memory", needle) == [], needle
+            assert _file_hits(files, BOB_WORD) and _file_hits(files, BOB)  # the same scan finds the other user
+        finally:
+            erin.close()
+            bob.close()
+    finally:
+        database.__exit__(None, None, None)
+
+
+# ------------------------------------------------------------------ a kill during erasure, finished on the next open
+CHILD = Path(__file__).with_name("erasure_child.py")
+
+
+def _kill_child_at(tmp_path: Path, folder: Path, stage: str) -> None:
+    """Run the erasing child until it stalls at ``stage``, then SIGKILL it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with open(tmp_path / "child.err", "ab") as err:
+        child = subprocess.Popen(
+            [sys.executable, str(CHILD), str(folder), ERIN, stage], stdout=subprocess.PIPE, stderr=err, env=env
+        )
+    assert child.stdout is not None
+    line = child.stdout.readline().decode().strip()  # blocks until the child stalls (or dies)
+    child.send_signal(signal.SIGKILL)
+    child.wait(30)
+    assert line == "STALLED", f"the child did not reach {stage}: {line!r}; see {tmp_path / 'child.err'}"
+    assert child.returncode == -signal.SIGKILL
+
+
+def test_sigkill_during_erasure_is_finished_on_the_next_open(tmp_path: Path) -> None:
+    """Killed after the rows went (graph and files left), killed again while the next open finished the
+    erasure (during the compaction), then the next open finishes it: no byte of the user anywhere."""
+    from llama_index_memory_hierarchy.config import MemoryConfig
+    from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
+    from llama_index_memory_hierarchy.maintenance import averify_indexes, verify_indexes
+
+    folder = tmp_path / "memory"
+    common = {"persist_dir": str(folder), "embed_model": "hashing", "chat_history_token_limit": 120}
+    erin = HierarchicalMemory.from_defaults(user_id=ERIN, session_id=ERIN_SESSION, **common)
+    bob = HierarchicalMemory.from_defaults(user_id=BOB, session_id="s1", **common)
+    populate(erin, ERIN_WORD, 1)
+    populate(bob, BOB_WORD, 2)
+    bob_rows = bob.context.runtime.run(bob.context.records.count(BOB, namespace=None))
+    erin.close()
+    bob.close()
+    config = MemoryConfig.from_env(persist_dir=str(folder), embed_model="hashing")
+
+    # 1. killed with the rows and vector points gone, the graph nodes and files not yet: reported
+    _kill_child_at(tmp_path, folder, "graph")
+    half = verify_indexes(config)
+    assert not half.ok and half.pending_erasures == [ERIN]
+    assert half.graph_orphans and half.file_orphans, half.problems
+    assert any("graph" in p for p in half.problems) and any("files" in p for p in half.problems)
+
+    # 2. the next open resumes it; killed again during the compaction: the marker is reported
+    _kill_child_at(tmp_path, folder, "compact")
+    half = verify_indexes(config)
+    assert not half.ok and half.pending_erasures == [] and not half.graph_orphans and not half.file_orphans
+    assert any("compaction" in p for p in half.problems), half.problems
+    assert raw_hits(folder, ERIN)  # bytes of the user are still in the vector folders and SQLite pages
+
+    # 3. the next open finishes the erasure: nothing of the user in any byte, the other user intact
+    again = HierarchicalMemory.from_defaults(user_id=BOB, session_id="s1", **common)
+    try:
+        for needle in (ERIN, ERIN_WORD, ERIN_SESSION):
+            assert raw_hits(folder, needle) == [], needle
+        runtime = again.context.runtime
+        assert runtime.run(again.context.records.count(ERIN, namespace=None)) == 0
+        assert runtime.run(again.context.records.count(BOB, namespace=None)) == bob_rows
+        assert runtime.run(averify_indexes(again.context)).ok
+        assert raw_hits(folder, BOB_WORD)
+    finally:
+        again.close()
+    for needle in (ERIN, ERIN_WORD, ERIN_SESSION):
+        assert raw_hits(folder, needle) == [], needle

@@ -137,3 +137,22 @@ async def test_eight_concurrent_clients_lose_no_writes_and_read_only_their_own(s
         listed = ok(await call(server, token, "timeline", limit=200))
         assert set(ids(listed)) == written[USERS[token]]
         assert counts(ok(await call(server, token, "memory_stats")))["episodic"] == 4 * writes
+
+
+async def test_a_session_opened_with_one_token_is_not_found_with_another(server: HttpServer) -> None:
+    version = "2025-11-25"
+    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}},
+    }
+    recall = {"name": "recall", "arguments": {"query": "x"}}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": recall}
+    async with httpx2.AsyncClient(timeout=120) as http:
+        opened = await http.post(server.url, json=hello, headers={**accept, "Authorization": f"Bearer {ALICE}"})
+        assert opened.status_code == 200, opened.text
+        session = {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": version}
+        stolen = await http.post(server.url, json=call, headers={**accept, **session, "Authorization": f"Bearer {BOB}"})
+        assert stolen.status_code == 404, stolen.text  # as if alice's session did not exist

@@ -70,6 +70,9 @@ async def test_stdio_tools_bad_input_then_recall_and_forget_in_a_new_session(tmp
     async with stdio_session(folder, "alice") as session:
         found = ok(await session.call_tool("recall", {"query": "which city does the user live in", "limit": 3}))
         assert memory_id in ids(found) and "Berlin" in found
+        related = ok(await session.call_tool("related_entities", {"entity": "User", "depth": 2}))
+        assert "connected to 'User'" in related  # the entities, or "No entities connected to 'User' ..."
+        assert "of user alice" in ok(await session.call_tool("profile", {})).splitlines()[0]
         assert memory_id in ok(await session.call_tool("forget", {"memory_id": memory_id}))
         assert memory_id not in ids(text(await session.call_tool("recall", {"query": "city the user lives in"})))
         gone = refused(await session.call_tool("forget", {"memory_id": memory_id}))

@@ -153,3 +153,31 @@ def test_removing_a_source_memory_removes_facts_only_it_supported(make_memory) -
     assert memory.semantic.get_facts("Alice") == []
     assert memory.episodic.forget("importance_based", threshold=1.0) == 2
     assert memory.semantic.get_facts("Bob") == []
+
+
+def test_chinese_time_hint_finds_last_weeks_turn(make_memory) -> None:
+    """ "我上周说过什么？" (what did I say last week?) names no word of the memories: the time hint ranks them."""
+    from llama_index_memory_hierarchy.types import utcnow
+
+    now = utcnow()
+    monday = datetime(now.year, now.month, now.day, 12, tzinfo=UTC) - timedelta(days=now.weekday())
+    episodic = make_memory().episodic
+    episodic.add_many(
+        [
+            MemoryItem(content="我开始学习装饰器了", timestamp=monday - timedelta(days=40)),
+            MemoryItem(content="我最喜欢的茶是龙井", timestamp=monday - timedelta(days=90)),
+        ]
+    )
+    last_week = episodic.add(MemoryItem(content="周末打算去爬山", timestamp=monday - timedelta(days=5)))
+    assert episodic.retrieve("我说过什么？", limit=3)[0].id != last_week  # no time named: it ranks last
+    assert episodic.retrieve("我上周说过什么？", limit=3)[0].id == last_week
+
+
+def test_chinese_speaker_names_and_mixed_text(make_memory) -> None:
+    episodic = make_memory().episodic
+    zhang = episodic.add(MemoryItem(content="我喜欢吃辣的川菜", metadata={"speaker": "张三"}))
+    episodic.add(MemoryItem(content="我喜欢吃甜的粤菜", metadata={"speaker": "李四"}))
+    assert episodic.retrieve("张三喜欢吃什么菜？", limit=2)[0].id == zhang  # the name's prior
+    mixed = episodic.add(MemoryItem(content="我在用Python写自动化脚本"))
+    assert episodic.retrieve("python脚本", limit=1)[0].id == mixed
+    assert episodic.retrieve("What about the Python scripts?", limit=1)[0].id == mixed

@@ -588,6 +588,11 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
             relations = self._read("SELECT COUNT(*) FROM graph_relations WHERE user_id = ?", [user_id])[0][0]
         return {"nodes": int(nodes), "relations": int(relations)}
 
+    def users(self) -> dict[str, int]:
+        """``{user_id: nodes}`` of every user with nodes (consistency checks: a user with no records has none)."""
+        rows = self._read("SELECT user_id, COUNT(*) FROM graph_nodes WHERE user_id IS NOT NULL GROUP BY user_id")
+        return {str(user): int(count) for user, count in rows}
+
     def relation_keys(self, user_id: str) -> set[tuple[str, str, str]]:
         """Every ``(source_id, label, target_id)`` of one user: an exact check against the fact records."""
         rows = self._read("SELECT source_id, label, target_id FROM graph_relations WHERE user_id = ?", [user_id])
