@@ -150,3 +150,28 @@ class CachedEmbedder:
         self._keys_file.write_text("\n".join(keys))
         self._dirty = 0
         logger.debug("embedding cache: %d vectors in %s", len(keys), self._npy)
+
+
+def as_llama_embedding(embedder: CachedEmbedder) -> Any:
+    """``embedder`` as a LlamaIndex ``BaseEmbedding`` (same model, same vectors), for ``HierarchicalMemory``.
+
+    Lets the library's systems in a benchmark share the cache of the baselines; query latencies
+    measured through it exclude the model (run with ``--no-cache`` for those).
+    """
+    from llama_index.core.embeddings import BaseEmbedding
+
+    class CachedEmbedding(BaseEmbedding):
+        def _get_query_embedding(self, query: str) -> list[float]:
+            return embedder.encode_query(query).tolist()
+
+        async def _aget_query_embedding(self, query: str) -> list[float]:
+            return self._get_query_embedding(query)
+
+        def _get_text_embedding(self, text: str) -> list[float]:
+            return embedder.encode([text])[0].tolist()
+
+        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+            return embedder.encode(texts).tolist()
+
+    name = embedder.library_model or Path(embedder.model_path).name
+    return CachedEmbedding(model_name=f"cached:{name}", embed_batch_size=256)

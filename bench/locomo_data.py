@@ -155,28 +155,42 @@ def load_locomo(path: str | Path, conversations: int | None = None) -> list[Conv
 
 
 # ---------------------------------------------------------------------------------- metrics
-def recall_at(ranked: Sequence[str], evidence: Sequence[str], k: int) -> float:
-    """Share of evidence ids found in the first ``k`` ranked ids."""
-    top = set(ranked[:k])
+#: One ranked result: a turn id, or the ids of the turns a derived memory (fact, summary) comes from.
+Slot = str | tuple[str, ...]
+
+
+def slot_ids(slot: Slot) -> tuple[str, ...]:
+    """The turn ids one ranked result stands for."""
+    return (slot,) if isinstance(slot, str) else tuple(slot)
+
+
+def covered(ranked: Sequence[Slot], k: int) -> set[str]:
+    """Turn ids of the first ``k`` ranked results (a derived memory counts for all its sources)."""
+    return {dia_id for slot in ranked[:k] for dia_id in slot_ids(slot)}
+
+
+def recall_at(ranked: Sequence[Slot], evidence: Sequence[str], k: int) -> float:
+    """Share of evidence ids found in the first ``k`` ranked results."""
+    top = covered(ranked, k)
     return sum(1 for e in evidence if e in top) / len(evidence)
 
 
-def hit_at(ranked: Sequence[str], evidence: Sequence[str], k: int) -> float:
+def hit_at(ranked: Sequence[Slot], evidence: Sequence[str], k: int) -> float:
     """1.0 when any evidence id is in the first ``k``."""
-    top = set(ranked[:k])
+    top = covered(ranked, k)
     return 1.0 if any(e in top for e in evidence) else 0.0
 
 
-def reciprocal_rank(ranked: Sequence[str], evidence: Sequence[str]) -> float:
-    """1 / rank of the first evidence id (0 when none was retrieved)."""
+def reciprocal_rank(ranked: Sequence[Slot], evidence: Sequence[str]) -> float:
+    """1 / rank of the first result holding an evidence id (0 when none was retrieved)."""
     wanted = set(evidence)
-    for rank, dia_id in enumerate(ranked, start=1):
-        if dia_id in wanted:
+    for rank, slot in enumerate(ranked, start=1):
+        if wanted.intersection(slot_ids(slot)):
             return 1.0 / rank
     return 0.0
 
 
-def score_rankings(results: Sequence[tuple[QA, Sequence[str]]], ks: Sequence[int]) -> dict[str, dict[str, float]]:
+def score_rankings(results: Sequence[tuple[QA, Sequence[Slot]]], ks: Sequence[int]) -> dict[str, dict[str, float]]:
     """Aggregate recall@k, hit@k and MRR per category, plus "overall" (categories 1-4).
 
     Questions without any valid evidence are skipped (counted in ``n_skipped``).

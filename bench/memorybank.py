@@ -15,7 +15,8 @@ Systems: ``bm25`` (bm25s over the library's keyword tokens, so Chinese is segmen
 jieba; English stopwords removed), ``dense`` (cosine of the bundled MiniLM embeddings),
 ``pipeline`` (the recipe of ``retrieval/pipeline.py`` as ``bench/locomo.py`` runs it),
 ``episodic`` (the library's episodic tier alone: ``bench/locomo.py``'s ``HierarchySystem``)
-and ``hierarchy`` (the whole hierarchy: ``HierarchicalMemory.as_retriever`` over every tier).
+and ``hierarchy`` (the whole hierarchy as ``bench/locomo.py``'s ``WholeHierarchySystem`` runs it: each
+day consolidated offline, then ``HierarchicalMemory.as_retriever``; a derived memory counts for its sources).
 
 The data is read by path from ``../shared/benchmarks/memorybank-dev/`` and never copied.
 Nothing a system does reads a question's evidence or answer.
@@ -37,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 from embed_cache import CachedEmbedder  # noqa: E402
-from locomo import HierarchySystem, machine, make_system, percentile, render_table, sample_questions  # noqa: E402
+from locomo import machine, make_system, percentile, render_table, sample_questions  # noqa: E402
 from locomo_data import Turn  # noqa: E402
 from locomo_retrievers import _BM25, Retriever, top_n  # noqa: E402
 from memorybank_data import LANGUAGES, MemoryBankConversation, load_memorybank, score_groups  # noqa: E402
@@ -77,16 +78,6 @@ class KeywordBM25:
         return [self._ids[i] for i in top_n(self._model.scores(self._terms(query)), min(k, self.depth))]
 
 
-class WholeHierarchySystem(HierarchySystem):
-    """:class:`HierarchySystem`, searched through ``HierarchicalMemory.as_retriever`` over every tier."""
-
-    name = "hierarchy"
-
-    def search(self, query: str, k: int) -> list[str]:
-        nodes = self._memory.as_retriever(similarity_top_k=k).retrieve(query)
-        return [str(node.node.metadata.get("dia_id")) for node in nodes]
-
-
 def share_library_model(name: str) -> None:
     """Load the library's embedding ``name`` once for every ``HierarchicalMemory`` (via ``Settings.embed_model``)."""
     from llama_index.core import Settings
@@ -123,11 +114,7 @@ def build_system(name: str, embedder: CachedEmbedder, workdir: Path) -> Retrieve
     """A MemoryBank system by name: the keyword baseline and the hierarchy here, the rest from ``bench/locomo.py``."""
     if name == "bm25":
         return KeywordBM25()
-    if name == "episodic":
-        return make_system("hierarchy", embedder, workdir)
-    if name == "hierarchy":
-        return WholeHierarchySystem(workdir)
-    if name in ("dense", "pipeline"):
+    if name in ("dense", "pipeline", "episodic", "hierarchy"):
         return make_system(name, embedder, workdir)
     raise SystemExit(f"unknown system {name!r}; choose from {', '.join(ALL_SYSTEMS)}")
 

@@ -17,7 +17,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-from locomo_data import QA, Conversation, Turn, hit_at, reciprocal_rank
+from locomo_data import QA, Conversation, Turn, covered, hit_at, reciprocal_rank
 
 #: File suffix of each language in the dataset folder.
 LANGUAGES = {"zh": "cn", "en": "en"}
@@ -110,7 +110,7 @@ def load_memorybank(
 
 def group_recall_at(ranked: Sequence[str], groups: Sequence[Sequence[str]], k: int) -> float:
     """Share of evidence groups with at least one id in the first ``k`` ranked ids."""
-    top = set(ranked[:k])
+    top = covered(ranked, k)  # a derived memory counts for the turns it comes from
     return sum(1 for g in groups if any(e in top for e in g)) / len(groups)
 
 

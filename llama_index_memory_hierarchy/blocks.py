@@ -14,7 +14,8 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory.memory import BaseMemoryBlock
 from pydantic import Field
 
-from llama_index_memory_hierarchy.retrieval.retriever import afuse_tiers
+from llama_index_memory_hierarchy.ranking.context import fill_budget
+from llama_index_memory_hierarchy.text import count_tokens
 from llama_index_memory_hierarchy.types import MemoryType
 
 if TYPE_CHECKING:
@@ -27,6 +28,9 @@ class HierarchyMemoryBlock(BaseMemoryBlock[str]):
     memory: Any = Field(description="The HierarchicalMemory this block reads.", exclude=True)
     memory_types: list[MemoryType] = Field(description="Tiers this block retrieves from.")
     top_k: int = Field(default=5, ge=1, description="Memories returned per turn.")
+    token_limit: int | None = Field(
+        default=None, ge=1, description="Tokens the block's lines may take (default: memory_context_token_limit)."
+    )
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         from llama_index_memory_hierarchy.hierarchy import format_memory, message_text
@@ -35,9 +39,10 @@ class HierarchyMemoryBlock(BaseMemoryBlock[str]):
         if not query:
             return ""
         memory: HierarchicalMemory = self.memory
-        tiers = memory.tiers(self.memory_types)
-        items = await memory.context.runtime.arun(afuse_tiers(tiers, query, self.top_k, rrf_k=memory.config.rrf_k))
-        return "\n".join(format_memory(item) for item in items)
+        # the cross-tier search restricted to this block's tiers; lines fill the budget best first, whole
+        items = await memory.asearch(query, 2 * self.top_k, memory_types=self.memory_types)
+        budget = self.token_limit or memory.config.memory_context_token_limit
+        return "\n".join(fill_budget((format_memory(item) for item in items), budget, self.top_k, count_tokens))
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         if MemoryType.EPISODIC in self.memory_types and messages:
@@ -49,11 +54,12 @@ _BLOCKS = (
     ("episodic_memory", "Earlier conversations and events of this user.", MemoryType.EPISODIC, 1, True),
     ("semantic_memory", "Facts about this user and the world.", MemoryType.SEMANTIC, 2, False),
     ("working_memory", "What matters right now in this session.", MemoryType.WORKING, 3, False),
+    ("perceptual_memory", "Images, recordings and files this user shared.", MemoryType.PERCEPTUAL, 3, False),
 )
 
 
 def memory_blocks(memory: HierarchicalMemory, top_k: int | None = None) -> list[HierarchyMemoryBlock]:
-    """One block per durable tier plus working memory, most useful first."""
+    """One block per tier, most useful first; each ranks with the cross-tier search over its tier."""
     k = top_k or memory.config.retrieval_top_k
     return [
         HierarchyMemoryBlock(

@@ -24,7 +24,9 @@ from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.provenance import SIGNATURE_KEY, asigning_key, is_signed_turn, sign_turn
-from llama_index_memory_hierarchy.retrieval.retriever import HierarchyRetriever, afuse_tiers
+from llama_index_memory_hierarchy.ranking.context import fill_budget
+from llama_index_memory_hierarchy.retrieval.retriever import HierarchyRetriever
+from llama_index_memory_hierarchy.retrieval.search import CrossTierSearch, asearch
 from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.text import count_tokens, truncate_to_tokens
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
@@ -105,6 +107,7 @@ class HierarchicalMemory(BaseMemory):
     _version: int = PrivateAttr(default=0)
     _closed: bool = PrivateAttr(default=False)
     _manager: Any = PrivateAttr(default=None)
+    _search: CrossTierSearch | None = PrivateAttr(default=None)
 
     @classmethod
     def class_name(cls) -> str:
@@ -171,6 +174,7 @@ class HierarchicalMemory(BaseMemory):
             on_remove=self._aon_remove,
         )
         self._manager = MemoryManager(self, llm=self._llm, settings=lifecycle)
+        self._search = CrossTierSearch(self)
 
     async def _aon_evict(self, items: list[MemoryItem]) -> None:
         """Working memory evicted ``items``: the ones that matter and are not durable yet move to episodic."""
@@ -236,10 +240,28 @@ class HierarchicalMemory(BaseMemory):
     def as_retriever(
         self, similarity_top_k: int = 5, memory_types: Sequence[MemoryType | str] | None = None, **filters: Any
     ) -> HierarchyRetriever:
-        """A LlamaIndex retriever fusing the chosen tiers by reciprocal rank."""
-        return HierarchyRetriever(
-            self.tiers(memory_types), similarity_top_k=similarity_top_k, filters=filters, rrf_k=self.config.rrf_k
-        )
+        """A LlamaIndex retriever over the chosen tiers (default: all), ranked by the cross-tier search."""
+        return HierarchyRetriever(self, similarity_top_k=similarity_top_k, memory_types=memory_types, filters=filters)
+
+    def search(
+        self, query: str, limit: int = 5, *, memory_types: Sequence[MemoryType | str] | None = None, **filters: Any
+    ) -> list[MemoryItem]:
+        """Sync twin of :meth:`asearch`."""
+        return self._run(self._asearch(query, limit, memory_types=memory_types, **filters))
+
+    async def asearch(
+        self, query: str, limit: int = 5, *, memory_types: Sequence[MemoryType | str] | None = None, **filters: Any
+    ) -> list[MemoryItem]:
+        """The best ``limit`` memories for ``query`` across the chosen tiers (default: all), best first.
+
+        One score for every tier (see :mod:`~llama_index_memory_hierarchy.retrieval.search`);
+        ``filters`` are ``MemoryFilter`` keys plus ``include_history``; each item carries its
+        ``score`` and ``explanation``.
+        """
+        return await self._arun(self._asearch(query, limit, memory_types=memory_types, **filters))
+
+    async def _asearch(self, query: str, limit: int, **kwargs: Any) -> list[MemoryItem]:
+        return await asearch(self, query, limit, **kwargs)
 
     def memory_blocks(self) -> list[Any]:
         """The tiers as ``BaseMemoryBlock``s for ``llama_index.core.memory.Memory(memory_blocks=...)``."""
@@ -432,35 +454,28 @@ class HierarchicalMemory(BaseMemory):
         return [*messages[:at], memory_message, *messages[at:]]
 
     async def _amemory_message(self, query: str, exclude: set[str]) -> ChatMessage | None:
+        """The user profile and the best memories for ``query`` within ``memory_context_token_limit``.
+
+        One line per memory (time, tier, text), best first, none twice; the history window
+        (``exclude``) is shown anyway, so it is left out. A line that does not fit is dropped whole.
+        """
         key = (query, self._version, frozenset(exclude))
         if self._context_cache is not None and self._context_cache[0] == key:
             return self._context_cache[1]
         limit = self.config.retrieval_top_k
-        tiers = self.tiers([MemoryType.EPISODIC, MemoryType.SEMANTIC, MemoryType.PERCEPTUAL])
-        # the history window holds the latest turns; fetch a margin so that excluding them leaves enough
-        recall = afuse_tiers(tiers, query, limit + min(len(exclude), 2 * limit), rrf_k=self.config.rrf_k)
         profile_limit = min(self._manager.settings.profile_token_limit, self.config.memory_context_token_limit // 2)
+        # spare candidates: the history window is ranked too (so that what repeats it collapses into it) and
+        # dropped, and a line too long for what is left of the budget leaves room to the next
+        recall = self._asearch(query, 2 * limit + min(len(exclude), 2 * limit))
         try:
             items, profile = await asyncio.gather(recall, self._manager.aprofile_text(profile_limit))
         except MemoryValidationError:
             items, profile = [], await self._manager.aprofile_text(profile_limit)
-        items = [item for item in items if item.id not in exclude][:limit]
-        important = [i for i in self._working.get_important(limit) if i.id not in exclude and i.importance >= 0.7]
-        lines: list[str] = []
+        items = [item for item in items if item.id not in exclude]
         budget = self.config.memory_context_token_limit - count_tokens(MEMORY_HEADER) - 1
         if profile:
             budget -= count_tokens(profile) + 2
-        seen: set[str] = set()
-        for item in [*important, *items]:
-            if item.id in seen:
-                continue
-            seen.add(item.id)
-            line = format_memory(item)
-            cost = count_tokens(line) + 1  # the line and its newline
-            if cost > budget:
-                break
-            lines.append(line)
-            budget -= cost
+        lines = fill_budget((format_memory(item) for item in items), budget, limit, count_tokens)
         sections = [*([profile] if profile else []), *(["\n".join([MEMORY_HEADER, *lines])] if lines else [])]
         message = ChatMessage(role=MessageRole.SYSTEM, content="\n\n".join(sections)) if sections else None
         self._context_cache = (key, message)

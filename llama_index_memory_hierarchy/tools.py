@@ -167,15 +167,14 @@ class MemoryToolSpec(BaseToolSpec):
         return await self._arun(self._recall(query, tier, limit))
 
     async def _recall(self, query: str, tier: str, limit: int) -> str:
-        from llama_index_memory_hierarchy.retrieval.retriever import afuse_tiers
-
         query = validate_content(query, "query")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= _MAX_LIMIT:
             raise MemoryValidationError("limit", f"must be an integer in [1, {_MAX_LIMIT}], got {limit!r}")
         if (tier or "all").strip().lower() == "all":
-            items = await afuse_tiers(self._tiers(), query, limit, rrf_k=self.hierarchy.config.rrf_k)
+            types = [t.memory_type for t in self._tiers()]
         else:
-            items = await self._tier(tier, writable=False).aretrieve(query, limit)
+            types = [self._tier(tier, writable=False).memory_type]
+        items = await self.hierarchy.asearch(query, limit, memory_types=types)
         if not items:
             return f"No memories found for {query!r}."
         lines = [_format_item(i, item) for i, item in enumerate(items, start=1)]

@@ -158,7 +158,7 @@ class MemoryItem(BaseModel):
     """One memory: the unit every tier stores, returns and scores.
 
     ``timestamp`` is when the remembered event happened; ``created_at`` is when it was
-    stored. ``score`` is set only on retrieved items. ``id`` is a UUID string generated
+    stored. ``score`` (and ``explanation``) are set only on retrieved items. ``id`` is a UUID string generated
     once and never changed.
     """
 
@@ -177,6 +177,10 @@ class MemoryItem(BaseModel):
     pinned: bool = False
     metadata: dict[str, Any] = Field(default_factory=dict)
     score: float | None = None
+    #: Set by the cross-tier search on returned items, never stored: each signal's contribution
+    #: to ``score`` ("dense", "keyword", "entity", "time", "graph", "recency", "importance",
+    #: "tier_evidence", "duplicate_penalty", ...); they sum to ``score``.
+    explanation: dict[str, float] | None = None
 
     @classmethod
     def create(cls, **data: Any) -> MemoryItem:

@@ -52,17 +52,18 @@ def register(commands: Any, parents: list[argparse.ArgumentParser], formatter: A
         parents=parents,
         formatter_class=formatter,
         help="find memories (or documents with --namespace) relevant to a query",
-        description="Hybrid search (dense + keyword, fused by reciprocal rank) over the user's memories, "
-        "or over a knowledge base's documents with --namespace.",
+        description="One search over the user's memories of every tier (dense, keyword, entity and time "
+        "priors, importance, recency, all on one score), or over a knowledge base's documents with --namespace.",
     )
     search.add_argument("query", help="what to look for ('-' reads standard input)")
-    search.add_argument("--tier", choices=SEARCH_TIERS, default="all", help="which tier (default: all, fused)")
+    search.add_argument("--tier", choices=SEARCH_TIERS, default="all", help="which tier (default: all)")
     search.add_argument("-n", "--limit", type=_positive_int, default=5, metavar="N", help="results (default: 5)")
     search.add_argument("--namespace", metavar="NAME", help="search this knowledge base's documents instead")
     search.add_argument("--session", metavar="ID", help="only this session")
     search.add_argument("--since", metavar="TIME", help="only events at or after (ISO time, 'today', '7d')")
     search.add_argument("--until", metavar="TIME", help="only events at or before")
     search.add_argument("--min-importance", type=_unit_float, metavar="0..1", help="only memories this important")
+    search.add_argument("--explain", action="store_true", help="show each result's score, signal by signal")
     search.set_defaults(handler=run_search)
 
     timeline = commands.add_parser(
@@ -205,15 +206,8 @@ def run_search(args: argparse.Namespace, out: Output) -> int:
     filters = _filters(args)
     with open_memory(args, out) as memory:
         load_embeddings(memory, out)
-        if args.tier == "all":
-            from llama_index_memory_hierarchy.retrieval.retriever import afuse_tiers
-
-            tiers = memory.tiers(["episodic", "semantic", "perceptual"])
-            items = memory.context.runtime.run(
-                afuse_tiers(tiers, query, args.limit, rrf_k=memory.config.rrf_k, **filters)
-            )
-        else:
-            items = getattr(memory, args.tier).retrieve(query, args.limit, **filters)
+        tiers = [t for t in SEARCH_TIERS if t != "all"] if args.tier == "all" else [args.tier]
+        items = memory.search(query, args.limit, memory_types=tiers, **filters)
     if out.json_mode:
         out.json({"query": query, "tier": args.tier, "results": [item_dict(i) for i in items]})
         return 0
@@ -235,6 +229,11 @@ def run_search(args: argparse.Namespace, out: Output) -> int:
     ]
     columns = ["#", "score", "tier", "when (UTC)", "imp.", ("memory / id", {"ratio": 1, "min_width": 36})]
     out.print(out.table(f"Memories for {query!r}", columns, rows))
+    if getattr(args, "explain", False):
+        from llama_index_memory_hierarchy.retrieval.search import explain
+
+        for rank, item in enumerate(items, start=1):
+            out.print(f"#{rank} {item.id}: {explain(item)}")
     return 0
 
 

@@ -16,18 +16,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import os
 import weakref
 from collections.abc import Coroutine, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-import numpy as np
-
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
-from llama_index_memory_hierarchy.language import query_stopwords
 from llama_index_memory_hierarchy.lifecycle._llm import configured_llm
 from llama_index_memory_hierarchy.lifecycle.compression import ConversationCompressor
 from llama_index_memory_hierarchy.lifecycle.consolidation import ConsolidationReport, Consolidator
@@ -36,16 +32,12 @@ from llama_index_memory_hierarchy.lifecycle.importance import (
     ImportanceEstimator,
     aestimate_importance,
     effective_importance,
-    reinforcement,
 )
 from llama_index_memory_hierarchy.lifecycle.profile import ProfileBuilder, ProfileMemoryBlock, UserProfile
 from llama_index_memory_hierarchy.lifecycle.reflection import ReflectionReport, Reflector
 from llama_index_memory_hierarchy.lifecycle.routing import HeuristicRouter, RoutingDecision, aroute, is_media
 from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
 from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
-from llama_index_memory_hierarchy.retrieval.fusion import reciprocal_rank_fusion
-from llama_index_memory_hierarchy.text import keyword_tokens
-from llama_index_memory_hierarchy.tiers.working import matches
 from llama_index_memory_hierarchy.types import (
     MemoryFilter,
     MemoryItem,
@@ -268,11 +260,12 @@ class MemoryManager:
         session_id: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> list[MemoryItem]:
-        """The best memories for ``query`` from the chosen tiers, fused by reciprocal rank.
+        """The best memories for ``query`` from the chosen tiers (default: all), by the cross-tier search.
 
         Filters (``min_importance`` on stored importance, ``time_range`` on event time,
-        ``session_id``, ``metadata`` equality) apply in every tier and are checked again on
-        the fused result. Among equally ranked memories, often-recalled ones come first.
+        ``session_id``, ``metadata`` equality) apply in every tier. Every memory competes on one
+        score (``HierarchicalMemory.asearch``); among equally ranked ones, the more important,
+        then the more recent, then the more often recalled come first.
         """
         return await self._arun(
             self._aretrieve(query, memory_types, limit, min_importance, time_range, session_id, metadata)
@@ -312,69 +305,9 @@ class MemoryManager:
             filters["session_id"] = session_id
         if metadata is not None:
             filters["metadata"] = metadata
-        flt = MemoryFilter.from_kwargs(**filters)  # validates every filter once, before any search
-        if isinstance(memory_types, (str, MemoryType)):
-            memory_types = [memory_types]
-        try:
-            tiers = self.memory.tiers(memory_types)
-        except ValueError:
-            raise MemoryValidationError(
-                "memory_types",
-                f"unknown tier in {memory_types!r}; choose from {', '.join(t.value for t in MemoryType)}",
-            ) from None
-        per_tier = max(limit * 2, 10)
-        results = await asyncio.gather(*(tier.aretrieve(query, per_tier, **filters) for tier in tiers))
-        by_id: dict[str, MemoryItem] = {}
-        for items in results:
-            for item in items:
-                # the same id in working and episodic (a put turn) is one memory: keep the durable copy
-                if item.id not in by_id or by_id[item.id].memory_type is MemoryType.WORKING:
-                    by_id[item.id] = item
-        durable = {i.id for items in results for i in items if i.memory_type is not MemoryType.WORKING}
-        rankings = [
-            [i.id for i in items if i.memory_type is not MemoryType.WORKING or i.id not in durable] for items in results
-        ]
-        candidates = [item for item in by_id.values() if matches(item, flt)]
-        rankings += await self._across_tiers(query, candidates)
-        fused = reciprocal_rank_fusion(rankings, k=self.memory.config.rrf_k)
-        s = self.settings
-        scored = []
-        for item in candidates:
-            boost = reinforcement(item.access_count, strength=s.access_reinforcement, saturation=s.access_saturation)
-            scored.append(item.model_copy(update={"score": fused.get(item.id, 0.0) * (1.0 + boost)}))
-        scored.sort(key=lambda i: (i.score or 0.0, i.timestamp), reverse=True)
-        return scored[:limit]
-
-    async def _across_tiers(self, query: str, candidates: list[MemoryItem]) -> list[list[str]]:
-        """Two rankings of every candidate on one scale, whatever its tier: dense (cosine) and keyword overlap.
-
-        Each tier ranks only its own memories, so its first result may be barely relevant; these
-        rankings let the fusion tell a relevant fact from an irrelevant turn ranked first elsewhere.
-        """
-        if len(candidates) < 2:
-            return []
-        embeddings = self.context.embeddings
-        vector = await embeddings.aembed_query(query)
-        space = await self.context.aspace()
-        stored = await self.context.records.get(
-            self.user_id, [i.id for i in candidates if i.memory_type is not MemoryType.WORKING], with_embeddings=True
-        )
-        vectors = {r.item.id: r.embedding for r in stored if r.embedding is not None and r.space == space}
-        missing = [i for i in candidates if i.id not in vectors]
-        if missing:
-            for item, emb in zip(missing, await embeddings.aembed_texts([i.content for i in missing]), strict=True):
-                vectors[item.id] = emb
-        cosine = {i.id: float(np.dot(vector, vectors[i.id])) for i in candidates}
-        dense = sorted(cosine, key=lambda memory_id: cosine[memory_id], reverse=True)
-        terms = {t for t in keyword_tokens(query) if t not in query_stopwords()}
-        overlap: dict[str, float] = {}
-        for item in candidates:
-            words = set(keyword_tokens(item.content))
-            shared = len(terms & words)
-            if shared:
-                overlap[item.id] = shared / math.sqrt(len(terms) * len(words))
-        keyword = sorted(overlap, key=lambda memory_id: overlap[memory_id], reverse=True)
-        return [dense, keyword]
+        MemoryFilter.from_kwargs(**filters)  # validates every filter once, before any search
+        # one algorithm for every read path: the cross-tier search of the memory
+        return await self.memory.asearch(query, limit, memory_types=memory_types, **filters)
 
     # ------------------------------------------------------------------ consolidation and reflection
     async def aconsolidate(

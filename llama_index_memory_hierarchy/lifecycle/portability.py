@@ -108,7 +108,7 @@ def _uncell(value: Any) -> Any:
 
 
 def _dump_item(record: Record) -> dict[str, Any]:
-    data = record.item.model_dump(mode="json", exclude={"score"})
+    data = record.item.model_dump(mode="json", exclude={"score", "explanation"})
     data["namespace"] = record.namespace
     data["space"] = record.space
     data["embedding"] = _encode_vector(record.embedding)
@@ -191,7 +191,7 @@ async def _aexport(context: StoreContext, user_id: str, path: Path, include_file
             for item in memory.working.get_recent(10**9):
                 if item.id not in seen_working:
                     seen_working.add(item.id)
-                    working.append(item.model_dump(mode="json", exclude={"score"}))
+                    working.append(item.model_dump(mode="json", exclude={"score", "explanation"}))
     report.working = len(working)
     document = {
         "format": EXPORT_FORMAT,

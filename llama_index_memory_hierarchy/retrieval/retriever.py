@@ -1,8 +1,7 @@
-"""LlamaIndex retrievers over memory: one tier (``TierRetriever``) or several fused."""
+"""LlamaIndex retrievers over memory: one tier (``TierRetriever``) or the cross-tier search (``HierarchyRetriever``)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -10,17 +9,20 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
-from llama_index_memory_hierarchy.instrumentation import traced
-from llama_index_memory_hierarchy.retrieval.fusion import reciprocal_rank_fusion
-from llama_index_memory_hierarchy.types import MemoryItem
+from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
 
 if TYPE_CHECKING:
+    from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
     from llama_index_memory_hierarchy.tiers.base import MemoryTier
 
 
 def item_to_node(item: MemoryItem) -> NodeWithScore:
-    """A retrieved memory as a ``NodeWithScore`` carrying its identity in metadata."""
-    metadata = {
+    """A retrieved memory as a ``NodeWithScore`` carrying its identity (and why it ranked) in metadata.
+
+    ``explanation`` (signal -> contribution to the score) is for people and tools, never embedded
+    nor shown to the LLM.
+    """
+    metadata: dict[str, Any] = {
         **item.metadata,
         "memory_id": item.id,
         "memory_type": item.memory_type.value,
@@ -29,6 +31,8 @@ def item_to_node(item: MemoryItem) -> NodeWithScore:
         "timestamp": item.timestamp.isoformat(),
         "importance": item.importance,
     }
+    if item.explanation is not None:
+        metadata["explanation"] = dict(item.explanation)
     node = TextNode(
         id_=item.id,
         text=item.content,
@@ -65,42 +69,36 @@ class TierRetriever(BaseRetriever):
         return [item_to_node(item) for item in items]
 
 
-@traced("retrieve")
-async def afuse_tiers(
-    tiers: Sequence[MemoryTier], query: str, limit: int, *, rrf_k: int = 60, **filters: Any
-) -> list[MemoryItem]:
-    """Retrieve from several tiers concurrently and fuse by reciprocal rank."""
-    results = await asyncio.gather(*(tier.aretrieve(query, limit, **filters) for tier in tiers))
-    fused = reciprocal_rank_fusion([[item.id for item in items] for items in results], k=rrf_k)
-    by_id = {item.id: item for items in results for item in items}
-    ranked = sorted(fused, key=lambda memory_id: fused[memory_id], reverse=True)[:limit]
-    return [by_id[memory_id].model_copy(update={"score": fused[memory_id]}) for memory_id in ranked]
-
-
 class HierarchyRetriever(BaseRetriever):
-    """Retrieves from several tiers at once, fused by reciprocal rank."""
+    """The cross-tier search of a :class:`HierarchicalMemory` as a LlamaIndex retriever.
+
+    Every memory of the chosen tiers competes on one score (``retrieval.search``); each node's
+    metadata carries the ``explanation`` of its score.
+    """
 
     def __init__(
         self,
-        tiers: Sequence[MemoryTier],
+        memory: HierarchicalMemory,
         similarity_top_k: int = 5,
+        memory_types: Sequence[MemoryType | str] | None = None,
         filters: dict[str, Any] | None = None,
-        rrf_k: int = 60,
     ) -> None:
         super().__init__()
-        if not tiers:
-            raise MemoryValidationError("tiers", "at least one tier is needed")
-        self.tiers = list(tiers)
+        from llama_index_memory_hierarchy.retrieval.search import memory_types_of
+
+        self.memory = memory
+        self.memory_types = memory_types_of(memory_types)
         self.similarity_top_k = _top_k(similarity_top_k)
         self.filters = dict(filters or {})
-        self.rrf_k = rrf_k
-        self._runtime = self.tiers[0]._runtime
-
-    def _fuse(self, query: str) -> Any:
-        return afuse_tiers(self.tiers, query, self.similarity_top_k, rrf_k=self.rrf_k, **self.filters)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return [item_to_node(item) for item in self._runtime.run(self._fuse(query_bundle.query_str))]
+        items = self.memory.search(
+            query_bundle.query_str, self.similarity_top_k, memory_types=self.memory_types, **self.filters
+        )
+        return [item_to_node(item) for item in items]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return [item_to_node(item) for item in await self._runtime.arun(self._fuse(query_bundle.query_str))]
+        items = await self.memory.asearch(
+            query_bundle.query_str, self.similarity_top_k, memory_types=self.memory_types, **self.filters
+        )
+        return [item_to_node(item) for item in items]

@@ -785,6 +785,12 @@ class PerceptualMemory(StoredTier):
         vector = await encoder.aembed_text(query)
         return [(encoder.signal, await self._asatellite_search(encoder.space, vector, flt, candidates))]
 
+    async def aencoder_text_hits(
+        self, encoder: PerceptionEncoder, query: str, flt: MemoryFilter, limit: int
+    ) -> list[tuple[str, float]]:
+        """Perceptions nearest to ``query`` in the text side of ``encoder``'s space: ``(id, cosine)``."""
+        return (await self._aencoder_text_ranking(encoder, query, flt, limit))[0][1]
+
     async def _asatellite_search(
         self, space: str, vector: np.ndarray, flt: MemoryFilter, candidates: int
     ) -> list[tuple[str, float]]:

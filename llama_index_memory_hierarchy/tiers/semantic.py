@@ -1083,23 +1083,38 @@ class SemanticMemory(StoredTier):
 
     async def _agraph_ranking(self, state: _UserState, query: str, limit: int) -> list[str]:
         """Fact ids reached from the query's entities, nearest and most confident first."""
+        hops = await self._ahops(state, query, limit)
+        return sorted(hops, key=lambda fact_id: (hops[fact_id], -state.facts[fact_id].confidence, fact_id))
+
+    async def agraph_hops(self, query: str, limit: int = 20) -> dict[str, int]:
+        """Facts the graph reaches from the entities ``query`` names: ``{fact id: hops}`` (1 = about them).
+
+        The cross-tier search takes it as one signal among others; no entity named (or no fact
+        yet), no graph call.
+        """
+        state = await self._astate()
+        if not state.facts:
+            return {}
+        return await self._ahops(state, query, limit)
+
+    async def _ahops(self, state: _UserState, query: str, limit: int) -> dict[str, int]:
         depth = self.settings.expansion_depth
         if depth < 1:
-            return []
+            return {}
         seeds = [e.id for e in self.mentioned_entities(state, query)]
         if not seeds:
-            return []
+            return {}
         try:
             reach = await self.graph.aneighbourhood(self.user_id, seeds, depth=depth, limit=limit)
         except Exception as exc:
             logger.warning("graph expansion failed (%s); ranking without it", exc)
-            return []
-        scored = []
+            return {}
+        hops: dict[str, int] = {}
         for hop, (_, relation, _) in reach:
             fact_id = relation.properties.get("fact_id")
             if fact_id in state.facts:
-                scored.append((hop, -state.facts[fact_id].confidence, fact_id))
-        return [fact_id for _, _, fact_id in sorted(scored)]
+                hops[fact_id] = min(hop, hops.get(fact_id, hop))
+        return hops
 
     # ------------------------------------------------------------------ entities and facts
     def _find_entity(self, state: _UserState, name: str) -> Entity | None:

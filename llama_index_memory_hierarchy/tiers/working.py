@@ -284,6 +284,12 @@ class WorkingMemory(MemoryTier):
             self._touch([item.id for item in ranked])
         return ranked
 
+    def entries(self, flt: MemoryFilter | None = None) -> list[tuple[MemoryItem, np.ndarray | None]]:
+        """Live items passing ``flt`` with their vectors (what the cross-tier search scores)."""
+        with self._lock:
+            self._purge_expired()
+            return [(s.item, s.vector) for s in self._slots.values() if flt is None or matches(s.item, flt)]
+
     def _touch(self, ids: Sequence[str]) -> None:
         now = utcnow()
         for memory_id in ids:

@@ -112,6 +112,9 @@ def test_metrics() -> None:
     assert hit_at(ranked, ["d"], 3) == 0.0 and hit_at(ranked, ["d"], 4) == 1.0
     assert reciprocal_rank(ranked, ["c", "d"]) == pytest.approx(1 / 3)
     assert reciprocal_rank(ranked, ["z"]) == 0.0
+    derived = ["a", ("b", "c"), "d"]  # a derived memory counts for the turns it comes from
+    assert recall_at(derived, ["c", "d"], 2) == 0.5 and hit_at(derived, ["c"], 2) == 1.0
+    assert reciprocal_rank(derived, ["c"]) == pytest.approx(1 / 2)
 
 
 def test_score_rankings_by_category(data_file: Path) -> None:
@@ -128,14 +131,23 @@ def test_score_rankings_by_category(data_file: Path) -> None:
 def test_command_line_end_to_end(data_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "result.json"
     code = locomo.main(
-        ["--data", str(data_file), "--systems", "bm25,fusion,pipeline,hierarchy", "--k", "1,3", "--json", str(out)]
+        [
+            "--data",
+            str(data_file),
+            "--systems",
+            "bm25,fusion,pipeline,episodic,hierarchy",
+            "--k",
+            "1,3",
+            "--json",
+            str(out),
+        ]
     )
     assert code == 0
     printed = capsys.readouterr().out
     assert "pipeline" in printed and "hierarchy" in printed
     payload = json.loads(out.read_text())
     assert payload["k"] == [1, 3] and payload["questions"] == 6
-    for name in ("bm25", "fusion", "pipeline", "hierarchy"):
+    for name in ("bm25", "fusion", "pipeline", "episodic", "hierarchy"):
         system = payload["systems"][name]
         assert 0.0 <= system["overall"]["recall@3"] <= 1.0
         assert system["_timing"]["questions"] == 6

@@ -1,0 +1,125 @@
+"""Choosing the final list from scored candidates: one slot per memory, no repeats, some diversity.
+
+Pure functions over plain values (ids, word sets, unit vectors, scores), so the rules can be
+tested on their own. :func:`select` is a greedy maximal-marginal-relevance pass: each step takes
+the candidate whose score, less its redundancy with what is already chosen, is best, and
+
+* collapses identical or near-identical contents (the better scored one is kept);
+* shows a derived memory (a fact, a summary) and one of its sources only when each adds words
+  the other lacks; when the later one says all the earlier one did and more, it takes its slot;
+* puts content-free candidates ("ok", "got it", "好的") after every informative one.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Cosine at or above which two memories say the same thing (collapsed to one).
+NEAR_DUPLICATE_COSINE = 0.95
+#: Share of a memory's words that must be new for it to add something to a related memory.
+MIN_NOVELTY = 0.5
+#: Weight of redundancy (squared cosine to the closest chosen memory, times the best score) in the
+#: maximal-marginal-relevance step; 0 turns diversity off.
+DIVERSITY = 0.15
+
+
+@dataclass
+class Choice:
+    """One scored candidate as :func:`select` sees it."""
+
+    key: str
+    score: float
+    words: frozenset[str]
+    identity: str = ""  # normalised text: equal identities are one memory
+    vector: np.ndarray | None = None
+    related: frozenset[str] = frozenset()  # ids it derives from, or that derive from it
+    content_free: bool = False
+    tiebreak: tuple[float, ...] = ()  # larger first when scores are equal (importance, time, ...)
+    penalty: float = 0.0
+    covers: Choice | None = None  # the chosen memory whose slot it took (it says all that one did)
+
+
+def normalised_text(text: str) -> str:
+    """Text as compared for identity: NFKC, case-folded, letters and digits only."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return "".join(ch for ch in folded if ch.isalnum())
+
+
+def novelty(words: frozenset[str], other: frozenset[str]) -> float:
+    """Share of ``words`` that ``other`` lacks (0 for no words: nothing new)."""
+    return len(words - other) / len(words) if words else 0.0
+
+
+def information_words(tokens: Sequence[str], stopwords: Iterable[str]) -> frozenset[str]:
+    """The content words of a memory: tokens that are neither stopwords nor single CJK characters.
+
+    A single Han character is mostly a particle or pronoun (了, 我, 的); jieba's segments of two or
+    more characters carry the content.
+    """
+    stop = stopwords if isinstance(stopwords, (set, frozenset)) else frozenset(stopwords)
+    return frozenset(t for t in tokens if t not in stop and (len(t) > 1 or t.isascii()))
+
+
+def is_content_free(words: frozenset[str], matched_query: bool) -> bool:
+    """At most two content words, none shared with the query ("ok", "got it", "好的，我记住了。")."""
+    return not matched_query and len(words) <= 2
+
+
+def _order(choice: Choice) -> tuple[bool, float, tuple[float, ...], str]:
+    return (not choice.content_free, choice.score - choice.penalty, choice.tiebreak, choice.key)
+
+
+def select(choices: Iterable[Choice], limit: int, *, diversity: float = DIVERSITY) -> list[Choice]:
+    """The best ``limit`` choices, deduplicated and diversified, best first (``penalty`` set on each).
+
+    ``penalty`` is what redundancy with the choices before it cost a candidate; ``covers`` names the
+    choice whose slot a more informative related one took (the list keeps that slot's rank). Deterministic:
+    equal values fall back to ``tiebreak``, then ``key``.
+    """
+    pool = sorted(choices, key=_order, reverse=True)
+    if not pool:
+        return []
+    top = max((c.score for c in pool), default=0.0) or 1.0
+    dims = {c.vector.shape for c in pool if c.vector is not None}
+    dim = dims.pop() if len(dims) == 1 else None
+    # cosine to the closest chosen memory, per candidate, kept up to date as choices are made
+    vectors = np.stack([c.vector if c.vector is not None and dim else np.zeros(dim or 1) for c in pool])
+    closest = np.zeros(len(pool))
+    alive = list(range(len(pool)))
+    chosen: list[Choice] = []
+
+    def take(index: int) -> None:
+        candidate = pool[index]
+        chosen.append(candidate)
+        if dim is not None and candidate.vector is not None:
+            np.maximum(closest, vectors @ candidate.vector, out=closest)
+
+    while alive and len(chosen) < limit:
+        if chosen and diversity:
+            for i in alive:
+                pool[i].penalty = diversity * top * max(float(closest[i]), 0.0) ** 2
+        best = max(alive, key=lambda i: _order(pool[i]))
+        alive.remove(best)
+        candidate = pool[best]
+        if closest[best] >= NEAR_DUPLICATE_COSINE and pool[best].vector is not None:
+            continue
+        if candidate.identity and any(candidate.identity == c.identity for c in chosen):
+            continue
+        related = [c for c in chosen if c.key in candidate.related or candidate.key in c.related]
+        if related and all(novelty(candidate.words, r.words) < MIN_NOVELTY for r in related):
+            continue  # says nothing that its derived memory or source does not
+        covered = [r for r in related if novelty(r.words, candidate.words) < MIN_NOVELTY]
+        if covered:  # says all that the chosen one did, and more: takes its slot
+            candidate.covers = covered[0]
+            slot = chosen.index(covered[0])
+            kept = [candidate if i == slot else c for i, c in enumerate(chosen) if i == slot or c not in covered]
+            chosen.clear()
+            take(best)
+            chosen[:] = kept
+            continue
+        take(best)
+    return chosen

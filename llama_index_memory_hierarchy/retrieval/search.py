@@ -1,0 +1,421 @@
+"""One search over the whole hierarchy: every read path ranks memories here.
+
+``HierarchicalMemory.get()`` (the memory message), ``as_retriever()``, ``memory_blocks()``,
+``MemoryToolSpec.recall``, ``lmh search`` and ``MemoryManager.retrieve_memories`` all call
+:meth:`CrossTierSearch.asearch`. Per query it
+
+1. embeds the query once, and gathers candidates of every requested tier of the user with one
+   dense search and one keyword search over the record store (all durable tiers at once), the
+   facts the knowledge graph reaches from the entities the query names, the encoder spaces of
+   perceptions (CLIP) when configured, and working memory (in-process);
+2. scores every candidate with the same signals on the same scale, whatever its tier:
+   ``relevance = (keyword + dense) * (1 + entity + time + graph)``, where dense is the cosine of
+   the candidate's stored vector, keyword its BM25 over the best keyword hit, entity/time the
+   priors the question carries (``retrieval.pipeline``), graph ``1/hop`` for a fact the graph
+   reaches; then ``score = tier_evidence * (w_rel * relevance / best + w_rec * recency +
+   w_imp * importance) / (w_rel + w_rec + w_imp)``, tier evidence being a fact's confidence
+   (and half for a superseded fact, when history is asked for);
+3. chooses the final list with :func:`~llama_index_memory_hierarchy.ranking.selection.select`:
+   one slot per memory, a derived memory and its sources only when both add words, near-identical
+   contents collapsed, content-free turns last, a light maximal-marginal-relevance penalty.
+
+Every returned item carries ``explanation``: the contribution of each signal to its ``score``
+(they sum to it). Ranked lists of different tiers are never fused by rank. Ranking is
+deterministic: recency counts from the event time (not from the last access), and the access
+bumps of a search are applied before the next search of the same user reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.instrumentation import traced
+from llama_index_memory_hierarchy.language import query_stopwords
+from llama_index_memory_hierarchy.ranking.selection import (
+    Choice,
+    information_words,
+    is_content_free,
+    normalised_text,
+    select,
+)
+from llama_index_memory_hierarchy.retrieval.fusion import recency
+from llama_index_memory_hierarchy.retrieval.pipeline import (
+    DEFAULT_RECIPE,
+    entity_boost,
+    extract_time_hints,
+    has_temporal_intent,
+    has_time_expression,
+    keyword_terms,
+    light_stem,
+    mentioned_names,
+    time_score,
+)
+from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
+from llama_index_memory_hierarchy.text import index_terms, keyword_tokens
+from llama_index_memory_hierarchy.tiers.working import matches
+from llama_index_memory_hierarchy.types import MemoryFilter, MemoryItem, MemoryType, utcnow, validate_content
+
+if TYPE_CHECKING:
+    from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
+
+logger = logging.getLogger(__name__)
+
+#: Signal names of :attr:`MemoryItem.explanation`, in display order.
+SIGNALS = (
+    "dense",
+    "keyword",
+    "cross_modal",
+    "entity",
+    "time",
+    "graph",
+    "recency",
+    "importance",
+    "tier_evidence",
+    "content_free",
+    "duplicate_penalty",
+    "covers",
+)
+#: Share of its score a content-free candidate keeps.
+CONTENT_FREE_FACTOR = 0.5
+#: A superseded fact (shown only with ``include_history``) weighs this much of a current one.
+HISTORY_FACTOR = 0.5
+
+
+@dataclass
+class _Candidate:
+    item: MemoryItem
+    vector: np.ndarray | None = None
+    dense: float = 0.0
+    keyword: float = 0.0
+    cross_modal: float = 0.0
+    graph: float = 0.0
+    parts: dict[str, float] = field(default_factory=dict)
+
+
+def _limit(value: Any, field_name: str = "limit") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise MemoryValidationError(field_name, f"must be a positive integer, got {value!r}")
+    return value
+
+
+def memory_types_of(memory_types: Sequence[MemoryType | str] | MemoryType | str | None) -> list[MemoryType]:
+    """The tiers named (default: all four), validated, in hierarchy order."""
+    if memory_types is None:
+        return list(MemoryType)
+    if isinstance(memory_types, (str, MemoryType)):
+        memory_types = [memory_types]
+    try:
+        wanted = {MemoryType(t) for t in memory_types}
+    except ValueError:
+        raise MemoryValidationError(
+            "memory_types", f"unknown tier in {memory_types!r}; choose from {', '.join(t.value for t in MemoryType)}"
+        ) from None
+    if not wanted:
+        raise MemoryValidationError("memory_types", "name at least one tier")
+    return [t for t in MemoryType if t in wanted]
+
+
+@functools.lru_cache(maxsize=8192)
+def _text_profile(content: str) -> tuple[frozenset[str], frozenset[str], str, bool]:
+    """What ranking reads from a memory's text, once per distinct text: its content words, their stems,
+    its identity (normalised text) and whether it mentions a time."""
+    words = information_words(keyword_tokens(content), query_stopwords())
+    stems = frozenset(light_stem(word) for word in words)
+    return words, stems, normalised_text(content), has_time_expression(content)
+
+
+def _speaker(item: MemoryItem) -> str | None:
+    speaker = item.metadata.get("speaker") or item.metadata.get("role")
+    return speaker if isinstance(speaker, str) else None
+
+
+class CrossTierSearch:
+    """The search of one :class:`HierarchicalMemory` (its user), over any subset of its tiers."""
+
+    def __init__(self, memory: HierarchicalMemory) -> None:
+        self.memory = memory
+        self._pending: asyncio.Future[Any] | None = None
+
+    def search(
+        self,
+        query: str,
+        limit: int = 5,
+        *,
+        memory_types: Sequence[MemoryType | str] | None = None,
+        **filters: Any,
+    ) -> list[MemoryItem]:
+        """Sync twin of :meth:`asearch`."""
+        return self.memory.context.runtime.run(self._asearch(query, limit, memory_types=memory_types, **filters))
+
+    async def asearch(
+        self,
+        query: str,
+        limit: int = 5,
+        *,
+        memory_types: Sequence[MemoryType | str] | None = None,
+        **filters: Any,
+    ) -> list[MemoryItem]:
+        """The best ``limit`` memories for ``query`` from ``memory_types`` (default: every tier), best first.
+
+        ``filters`` are :class:`~llama_index_memory_hierarchy.types.MemoryFilter` keys plus
+        ``include_history`` (superseded facts too). Each item has ``score`` and ``explanation`` set.
+        """
+        return await self.memory.context.runtime.arun(self._asearch(query, limit, memory_types=memory_types, **filters))
+
+    # ------------------------------------------------------------------ the search
+    async def _asearch(
+        self,
+        query: str,
+        limit: int,
+        *,
+        memory_types: Sequence[MemoryType | str] | None,
+        **filters: Any,
+    ) -> list[MemoryItem]:
+        query = validate_content(query, "query")
+        limit = _limit(limit)
+        types = memory_types_of(memory_types)
+        include_history = bool(filters.pop("include_history", False))
+        flt = MemoryFilter.from_kwargs(**filters)
+        if self._pending is not None:  # the access bumps of the previous search land first
+            pending, self._pending = self._pending, None
+            await asyncio.gather(pending, return_exceptions=True)
+        context = self.memory.context
+        vector = await context.embeddings.aembed_query(query)
+        candidates = await self._acandidates(query, vector, types, flt, limit, include_history)
+        if not candidates:
+            return []
+        ranked = self._score(query, list(candidates.values()), limit)
+        durable = [item.id for item in ranked if item.memory_type is not MemoryType.WORKING]
+        if durable:
+            self._pending = asyncio.ensure_future(context.records.touch(self.memory.user_id, durable))
+            context.spawn(self._pending)
+        return ranked
+
+    async def _acandidates(
+        self,
+        query: str,
+        vector: np.ndarray,
+        types: list[MemoryType],
+        flt: MemoryFilter,
+        wanted: int,
+        include_history: bool,
+    ) -> dict[str, _Candidate]:
+        """Every candidate of the requested tiers, by id, with its raw signals."""
+        memory = self.memory
+        context = memory.context
+        user = memory.user_id
+        durable = [t for t in types if t is not MemoryType.WORKING]
+        depth = max(wanted * memory.config.candidate_multiplier, DEFAULT_RECIPE.candidates)
+        working = memory.working.entries(flt) if MemoryType.WORKING in types else []
+        if not durable:
+            dense: list[tuple[str, float]] = []
+            keyword: list[tuple[str, float]] = []
+            hops: dict[str, int] = {}
+            cross: dict[str, float] = {}
+        else:
+            only = durable[0] if len(durable) == 1 else None
+            dense, keyword, hops, cross = await asyncio.gather(
+                context.adense_search(user, vector, memory_type=only, filters=flt, limit=depth),
+                context.records.keyword_search(
+                    user, " ".join(keyword_terms(query)), memory_type=only, filters=flt, limit=depth
+                ),
+                self._agraph(query, depth) if MemoryType.SEMANTIC in durable else _none(),
+                self._across_modal(query, flt, depth) if MemoryType.PERCEPTUAL in durable else _none(),
+            )
+        pool = list(dict.fromkeys([*(i for i, _ in dense), *(i for i, _ in keyword), *hops, *cross]))
+        if MemoryType.EPISODIC in durable:
+            pool += [item.id for item, _ in working if item.id not in set(pool)]  # put turns: the durable copy
+        found: dict[str, _Candidate] = {}
+        if pool:
+            space = await context.aspace()
+            for record in await context.records.get(user, pool, with_embeddings=True):
+                item = record.item
+                if record.namespace != MEMORY_NAMESPACE or item.memory_type not in durable or not matches(item, flt):
+                    continue
+                if item.memory_type is MemoryType.SEMANTIC and not include_history and item.metadata.get("invalid_at"):
+                    continue
+                usable = record.embedding is not None and record.space in (None, space)
+                found[item.id] = _Candidate(item, record.embedding if usable else None)
+        for item, item_vector in working:
+            if item.id not in found:
+                found[item.id] = _Candidate(item, item_vector)
+        cosine = dict(dense)
+        for memory_id, cand in found.items():
+            if memory_id in cosine:
+                cand.dense = max(cosine[memory_id], 0.0)
+            elif cand.vector is not None and cand.vector.shape == vector.shape:
+                cand.dense = max(float(np.dot(vector, cand.vector)), 0.0)
+        hits = {i: s for i, s in keyword if i in found}
+        top = max(hits.values(), default=0.0)
+        terms = set(index_terms(" ".join(keyword_terms(query))))
+        for memory_id, cand in found.items():
+            if memory_id in hits:
+                cand.keyword = max(hits[memory_id], 0.0) / top if top > 0 else 0.0
+            elif cand.item.memory_type is MemoryType.WORKING and terms:
+                # not in the keyword index: the share of the query's terms it contains, on the same [0, 1] scale
+                cand.keyword = len(terms & set(index_terms(cand.item.content))) / len(terms)
+            cand.graph = 1.0 / hops[memory_id] if memory_id in hops else 0.0
+            cand.cross_modal = cross.get(memory_id, 0.0)
+        return found
+
+    async def _agraph(self, query: str, depth: int) -> dict[str, int]:
+        try:
+            semantic = self.memory.semantic
+        except ImportError:
+            return {}
+        return await semantic.agraph_hops(query, depth)
+
+    async def _across_modal(self, query: str, flt: MemoryFilter, depth: int) -> dict[str, float]:
+        """Perceptions found through the text side of their encoders (CLIP, CLAP), max-normalised."""
+        try:
+            perceptual = self.memory.perceptual
+        except ImportError:
+            return {}
+        encoders = [e for e in perceptual.encoders if e.supports_text]
+        if not encoders:
+            return {}
+        rankings = await asyncio.gather(*(perceptual.aencoder_text_hits(e, query, flt, depth) for e in encoders))
+        best: dict[str, float] = {}
+        for hits in rankings:
+            top = max((s for _, s in hits), default=0.0)
+            for memory_id, score in hits:
+                if top > 0:
+                    best[memory_id] = max(best.get(memory_id, 0.0), max(score, 0.0) / top)
+        return best
+
+    # ------------------------------------------------------------------ scoring
+    def _score(self, query: str, candidates: list[_Candidate], limit: int) -> list[MemoryItem]:
+        config = self.memory.config
+        weights = DEFAULT_RECIPE.rerank
+        graph_weight = weights.entity * self._graph_weight()
+        now = utcnow()
+        names = {s for c in candidates if (s := _speaker(c.item))}
+        named = mentioned_names(query, names) if names else set()
+        hints = extract_time_hints(query, now)
+        temporal = has_temporal_intent(query)
+        query_words = information_words(keyword_tokens(query), query_stopwords())
+        w_kw, w_dense = DEFAULT_RECIPE.keyword_weight, DEFAULT_RECIPE.dense_weight
+        for cand in candidates:
+            item = cand.item
+            base = w_kw * cand.keyword + w_dense * (cand.dense + cand.cross_modal)
+            entity = weights.entity * entity_boost(_speaker(item), item.content, named) if named else 0.0
+            when = weights.time * time_score(item.timestamp, hints) if hints else 0.0
+            if temporal and _text_profile(item.content)[3]:
+                when += weights.temporal
+            graph = graph_weight * cand.graph
+            cand.parts = {
+                "dense": w_dense * cand.dense,
+                "keyword": w_kw * cand.keyword,
+                "cross_modal": w_dense * cand.cross_modal,
+                "entity": base * entity,
+                "time": base * when,
+                "graph": base * graph,
+            }
+        best = max(sum(c.parts.values()) for c in candidates) or 1.0
+        total = (config.relevance_weight + config.recency_weight + config.importance_weight) or 1.0
+        relevance_scale = config.relevance_weight / (best * total)
+        for cand in candidates:
+            item = cand.item
+            parts = {name: value * relevance_scale for name, value in cand.parts.items()}
+            fresh = recency(item.timestamp, now, config.recency_half_life_hours)
+            parts["recency"] = config.recency_weight * fresh / total
+            parts["importance"] = config.importance_weight * item.importance / total
+            pre = sum(parts.values())
+            parts["tier_evidence"] = (self._evidence(item) - 1.0) * pre
+            cand.parts = parts
+        # what selection may pick: far more than it needs (redundancy only lowers scores), not the whole pool
+        candidates.sort(key=lambda c: (sum(c.parts.values()), c.item.id), reverse=True)
+        choices: list[Choice] = []
+        by_key: dict[str, _Candidate] = {}
+        for cand in candidates[: max(4 * limit, 20)]:
+            item, parts = cand.item, cand.parts
+            words, stems, identity, _ = _text_profile(item.content)
+            free = is_content_free(words, bool(words & query_words))  # its own words: keyword text has neighbours
+            if free:
+                parts["content_free"] = -(1.0 - CONTENT_FREE_FACTOR) * sum(parts.values())
+            sources = item.metadata.get("source_ids")
+            related = frozenset(s for s in sources if isinstance(s, str)) if isinstance(sources, list) else frozenset()
+            choices.append(
+                Choice(
+                    key=item.id,
+                    score=sum(parts.values()),
+                    words=stems,
+                    identity=identity,
+                    vector=cand.vector,
+                    related=related,
+                    content_free=free,
+                    tiebreak=(item.importance, item.timestamp.timestamp(), float(item.access_count)),
+                )
+            )
+            by_key[item.id] = cand
+        ranked: list[MemoryItem] = []
+        floor = float("inf")
+        for choice in select(choices, limit):
+            parts = dict(by_key[choice.key].parts)
+            parts["duplicate_penalty"] = -choice.penalty
+            score = sum(parts.values())
+            if choice.covers is not None:  # it holds the slot of the memory it says more than
+                parts["covers"] = ranked_score(choice.covers) - score
+                score = ranked_score(choice.covers)
+            if choice.content_free and score > floor:  # ranked after every informative memory, and scored so
+                parts["content_free"] = parts.get("content_free", 0.0) - (score - floor)
+                score = floor
+            floor = min(floor, score)
+            explanation = {name: round(parts[name], 6) for name in SIGNALS if parts.get(name)}
+            ranked.append(by_key[choice.key].item.model_copy(update={"score": score, "explanation": explanation}))
+        return ranked
+
+    def _graph_weight(self) -> float:
+        semantic = self.memory._extra_tiers.get("semantic")
+        settings = getattr(semantic, "settings", None)
+        return float(getattr(settings, "graph_weight", 1.0))
+
+    @staticmethod
+    def _evidence(item: MemoryItem) -> float:
+        """How much the tier vouches for a memory: a fact by its confidence (and currency), others fully."""
+        if item.memory_type is not MemoryType.SEMANTIC or item.metadata.get("kind") != "fact":
+            return 1.0
+        try:
+            confidence = min(max(float(item.metadata.get("confidence", 1.0)), 0.0), 1.0)
+        except (TypeError, ValueError):
+            confidence = 1.0
+        factor = 0.5 + 0.5 * confidence
+        return factor * HISTORY_FACTOR if item.metadata.get("invalid_at") else factor
+
+
+@traced("retrieve")
+async def asearch(
+    memory: HierarchicalMemory,
+    query: str,
+    limit: int = 5,
+    *,
+    memory_types: Sequence[MemoryType | str] | None = None,
+    **filters: Any,
+) -> list[MemoryItem]:
+    """:meth:`CrossTierSearch.asearch` of ``memory`` (one traced ``retrieve`` span per search)."""
+    search = memory._search
+    assert search is not None
+    return await search.asearch(query, limit, memory_types=memory_types, **filters)
+
+
+def ranked_score(choice: Choice) -> float:
+    """The final score of a chosen candidate: its score less its redundancy penalty."""
+    return choice.score - choice.penalty
+
+
+async def _none() -> dict[str, Any]:
+    return {}
+
+
+def explain(item: MemoryItem) -> str:
+    """One line saying why ``item`` ranked where it did: its signal contributions, largest first."""
+    parts = sorted((item.explanation or {}).items(), key=lambda kv: abs(kv[1]), reverse=True)
+    return ", ".join(f"{name} {value:+.3f}" for name, value in parts) or "no explanation"

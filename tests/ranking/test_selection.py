@@ -1,0 +1,84 @@
+"""Selection rules of the cross-tier search (pure): duplicates collapse, derived memories and their
+sources share a slot unless both add words, content-free turns come last, and budgets drop whole lines."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from llama_index_memory_hierarchy.ranking.context import fill_budget
+from llama_index_memory_hierarchy.ranking.selection import (
+    Choice,
+    information_words,
+    is_content_free,
+    normalised_text,
+    select,
+)
+
+
+def unit(*values: float) -> np.ndarray:
+    vector = np.asarray(values, dtype=np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def choice(key: str, score: float, text: str, vector: np.ndarray | None = None, **kwargs) -> Choice:
+    return Choice(
+        key=key,
+        score=score,
+        words=frozenset(text.lower().split()),
+        identity=normalised_text(text),
+        vector=vector,
+        **kwargs,
+    )
+
+
+def test_identical_and_near_identical_contents_collapse() -> None:
+    chosen = select(
+        [
+            choice("a", 0.9, "Okay, noted!", unit(1, 0, 0)),
+            choice("b", 0.8, "okay noted", unit(0, 1, 0)),
+            choice("c", 0.7, "other words here", unit(1, 0.01, 0)),
+            choice("d", 0.6, "something else entirely", unit(0, 0, 1)),
+        ],
+        limit=4,
+    )
+    assert [c.key for c in chosen] == ["a", "d"]
+
+
+def test_a_derived_memory_and_its_source_share_a_slot_unless_both_add_words() -> None:
+    turn = choice("turn", 0.8, "i moved to paris last year with my sister beth")
+    fact = choice("fact", 0.9, "alice moved paris", related=frozenset({"turn"}))
+    chosen = select([fact, turn], limit=5)
+    assert [c.key for c in chosen] == ["turn"] and chosen[0].covers is fact  # the turn says all the fact does
+    summary = choice("summary", 0.9, "summary: trip planning museums trains hotels", related=frozenset({"t1"}))
+    source = choice("t1", 0.8, "we compared night trains and ferries for the trip")
+    assert [c.key for c in select([summary, source], limit=5)] == ["summary", "t1"]  # each adds words
+    echo = choice("t2", 0.7, "trip planning museums", related=frozenset())
+    summary2 = choice("s2", 0.9, "trip planning museums trains", related=frozenset({"t2"}))
+    assert [c.key for c in select([summary2, echo], limit=5)] == ["s2"]
+
+
+def test_content_free_turns_come_after_informative_ones() -> None:
+    tokens = ["好的", "我", "记住", "了"]
+    assert is_content_free(information_words(tokens, {"i"}), matched_query=False)
+    assert not is_content_free(frozenset({"peanut", "allergic", "shellfish"}), matched_query=False)
+    ack = choice("ack", 0.95, "好的", content_free=True)
+    weak = choice("weak", 0.2, "we talked about the garden")
+    assert [c.key for c in select([ack, weak], limit=2)] == ["weak", "ack"]
+
+
+def test_diversity_penalises_redundancy_and_ties_are_deterministic() -> None:
+    a = choice("a", 1.0, "alpha one", unit(1, 0))
+    b = choice("b", 0.95, "alpha two", unit(0.9, 0.43))
+    c = choice("c", 0.9, "beta", unit(0, 1))
+    chosen = select([a, b, c], limit=3, diversity=0.5)
+    assert [x.key for x in chosen] == ["a", "c", "b"] and chosen[2].penalty > 0
+    x = choice("x", 0.5, "same score one", tiebreak=(0.9,))
+    y = choice("y", 0.5, "same score two", tiebreak=(0.1,))
+    assert [c.key for c in select([y, x], limit=2)] == ["x", "y"]
+
+
+def test_budget_is_filled_best_first_and_lines_are_never_cut() -> None:
+    lines = ["- one", "- a very long line " * 20, "- two", "- one"]
+    kept = fill_budget(lines, budget=10, limit=5, count=lambda text: len(text.split()))
+    assert kept == ["- one", "- two"]
+    assert fill_budget(lines, budget=100, limit=1, count=len) == ["- one"]

@@ -1,0 +1,174 @@
+"""The cross-tier search behind every read path: a fact, a turn and a perception each rank first for
+the question they answer through get(), as_retriever(), the memory blocks, MemoryToolSpec.recall and
+``lmh search``; the memory message repeats nothing; every ranked item explains its score."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from llama_index.core.base.llms.types import ChatMessage
+
+from llama_index_memory_hierarchy.hierarchy import MEMORY_HEADER, HierarchicalMemory
+from llama_index_memory_hierarchy.tools import MemoryToolSpec
+from llama_index_memory_hierarchy.types import MemoryType
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
+from cli_helpers import run_lmh
+
+ACK = "好的，我记住了。"
+TURNS = [
+    ("user", "I'm allergic to peanuts and shellfish, so never suggest dishes with them."),
+    ("assistant", ACK),
+    ("user", "We booked a cabin in the Alps for the winter holidays."),
+    ("assistant", ACK),
+    ("user", "My daughter starts piano lessons on Tuesday."),
+    ("assistant", "ok"),
+    ("user", "I walk to the office every morning."),
+    ("assistant", "got it"),
+    ("assistant", ACK),
+]
+PERCEPTION = "Photo of the Eiffel Tower at sunset, taken on our trip to Paris."
+
+#: question -> (key of the memory that answers it, its tier)
+QUESTIONS = {
+    "What car does Alice drive?": ("car", MemoryType.SEMANTIC),
+    "Where does Alice live?": ("home", MemoryType.SEMANTIC),
+    "Which foods am I allergic to?": ("allergy", MemoryType.EPISODIC),
+    "Show me the picture of the Eiffel Tower at sunset": ("photo", MemoryType.PERCEPTUAL),
+}
+
+
+@pytest.fixture(scope="module")
+def embed_model() -> Any:
+    from llama_index_memory_hierarchy.embeddings import resolve_embed_model
+
+    return resolve_embed_model("default")
+
+
+@pytest.fixture(scope="module")
+def stocked(tmp_path_factory: pytest.TempPathFactory, embed_model: Any) -> tuple[Path, dict[str, str]]:
+    """A folder holding alice's memories of every tier (closed again, so that ``lmh`` can open it)."""
+    folder = tmp_path_factory.mktemp("search") / "memory_data"
+    memory = HierarchicalMemory.from_defaults(
+        user_id="alice", session_id="past", persist_dir=str(folder), embed_model=embed_model
+    )
+    try:
+        memory.put_messages([ChatMessage(role=role, content=text) for role, text in TURNS])
+        turns = memory.episodic.get_session("past")
+        semantic = memory.semantic
+        ids = {
+            "allergy": next(t.id for t in turns if "peanuts" in t.content),
+            "car": semantic.add_fact("Alice", "drives", "a red Tesla Model 3"),
+            "home": semantic.add_fact("Alice", "lives_in", "Munich"),
+            "sister": semantic.add_fact("Alice", "sister_of", "Beth"),
+            "beth": semantic.add_fact("Beth", "lives_in", "Lisbon"),
+            "photo": memory.perceptual.add(PERCEPTION),
+        }
+    finally:
+        memory.close()
+    return folder, ids
+
+
+@pytest.fixture
+def memory(stocked: tuple[Path, dict[str, str]], embed_model: Any) -> Iterator[HierarchicalMemory]:
+    """alice in a new session: the stocked memories are all from earlier ones."""
+    opened = HierarchicalMemory.from_defaults(
+        user_id="alice", session_id="now", persist_dir=str(stocked[0]), embed_model=embed_model
+    )
+    yield opened
+    opened.close()
+
+
+def memory_lines(messages: list[ChatMessage]) -> list[str]:
+    [content] = [m.content or "" for m in messages if MEMORY_HEADER in (m.content or "")]
+    return [line for line in content.split(MEMORY_HEADER, 1)[1].splitlines() if line.startswith("- [")]
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+def test_the_answer_ranks_first_on_every_read_path(memory: HierarchicalMemory, stocked, question: str) -> None:
+    key, tier = QUESTIONS[question]
+    expected = stocked[1][key]
+    item = memory.semantic.get(expected) or memory.episodic.get(expected) or memory.perceptual.get(expected)
+    assert item is not None and item.memory_type is tier
+    memory.working.add("Reminder: send the email to Bob about the invoice at 5pm.", importance=0.9)
+
+    lines = memory_lines(memory.get(input=question))
+    assert f"· {tier.value}" in lines[0] and item.content.split()[-1].rstrip(".") in lines[0]
+
+    nodes = memory.as_retriever(similarity_top_k=3).retrieve(question)
+    assert nodes[0].node.id_ == expected
+    assert nodes[0].node.metadata["explanation"]["dense"] > 0
+    assert "explanation" in nodes[0].node.excluded_llm_metadata_keys
+    assert "explanation" in nodes[0].node.excluded_embed_metadata_keys
+
+    block = next(b for b in memory.memory_blocks() if b.memory_types == [tier])
+    text = asyncio.run(block.aget([ChatMessage(role="user", content=question)]))
+    assert item.content.split()[-1].rstrip(".") in text.splitlines()[0]
+
+    recalled = MemoryToolSpec(memory).recall(question, limit=3)
+    assert re.search(r"^1\. id=(\S+)", recalled, re.M).group(1) == expected
+
+    assert memory.manager.retrieve_memories(question, limit=3)[0].id == expected
+
+
+def test_lmh_search_ranks_and_explains(stocked) -> None:
+    folder, ids = stocked
+    common = ["--dir", str(folder), "--user", "alice"]
+    found = run_lmh("search", "What car does Alice drive?", "--json", *common).json()
+    first = found["results"][0]
+    assert first["id"] == ids["car"] and first["tier"] == "semantic"
+    assert first["explanation"]["dense"] > 0 and first["explanation"]["keyword"] > 0
+    assert sum(first["explanation"].values()) == pytest.approx(first["score"], abs=1e-4)
+    photo = run_lmh("search", "picture of the Eiffel Tower at sunset", "--json", *common).json()
+    assert photo["results"][0]["id"] == ids["photo"]
+    table = run_lmh("search", "Which foods am I allergic to?", "--explain", *common).ok().stdout
+    assert "dense +" in table and "keyword +" in table
+
+
+def test_memory_message_never_repeats_a_memory(stocked, embed_model: Any) -> None:
+    memory = HierarchicalMemory.from_defaults(
+        user_id="alice", session_id="now", persist_dir=str(stocked[0]), embed_model=embed_model, retrieval_top_k=8
+    )
+    try:
+        memory.put(ChatMessage(role="user", content="My favourite tea is genmaicha from Kyoto."))
+        for question in ["Did you note what I said?", "好的", "What did I tell you about the holidays?", "tea"]:
+            bodies = [line.split("] ", 1)[1] for line in memory_lines(memory.get(input=question))]
+            assert len(bodies) == len(set(bodies)), bodies
+            assert sum(ACK in body for body in bodies) <= 1
+            assert "My favourite tea is genmaicha from Kyoto." not in bodies  # in the history already
+            free = [i for i, body in enumerate(bodies) if body in {ACK, "ok", "got it"}]
+            informative = [i for i, body in enumerate(bodies) if body not in {ACK, "ok", "got it"}]
+            assert not free or not informative or max(informative) < min(free), bodies
+        assert [i.content for i in memory.search("genmaicha tea", limit=10)].count(
+            "My favourite tea is genmaicha from Kyoto."
+        ) == 1  # in working and episodic memory under one id: one slot
+    finally:
+        memory.close()
+
+
+def test_explanations_add_up_and_ranking_is_deterministic(memory: HierarchicalMemory) -> None:
+    first = memory.search("Where does Alice live?", limit=5)
+    assert first and all(item.explanation for item in first)
+    for item in first:
+        assert sum(item.explanation.values()) == pytest.approx(item.score, abs=1e-4)
+    assert [i.score for i in first] == sorted((i.score for i in first), reverse=True)
+    for _ in range(3):  # the same state and query: the same ranking (recency only moves with the clock)
+        again = memory.search("Where does Alice live?", limit=5)
+        assert [i.id for i in again] == [i.id for i in first]
+        assert [i.score for i in again] == pytest.approx([i.score for i in first], abs=1e-3)
+    stored = memory.semantic.get(first[0].id)
+    assert stored is not None and stored.explanation is None  # never persisted
+
+
+def test_graph_is_one_signal_and_an_empty_tier_costs_nothing(memory: HierarchicalMemory, stocked) -> None:
+    ids = stocked[1]
+    top = memory.search("Where does Alice live?", limit=3, memory_types=["semantic"])
+    assert top[0].id == ids["home"]
+    assert top[0].explanation.get("graph", 0) > 0  # reached from "Alice", as her sister fact is
+    assert memory.search("Where does Alice live?", limit=3, memory_types=["working"]) == []
