@@ -2,8 +2,10 @@
 
 ``Memory(memory_blocks=memory.memory_blocks())`` keeps LlamaIndex's short-term buffer
 and adds one block per tier: on each turn a block retrieves what its tiers know about
-the latest user message; the episodic block also records messages that the buffer
-flushes, so nothing said is lost.
+the latest user message; the episodic block records the messages that the buffer flushes
+when it outgrows its token limit. Messages still in the buffer live only in ``Memory``'s own
+chat store (in-process SQLite by default) until then: call :func:`aflush_memory` (or
+:func:`flush_memory`) before the process ends, or they are not recorded by the hierarchy.
 """
 
 from __future__ import annotations
@@ -56,6 +58,30 @@ _BLOCKS = (
     ("working_memory", "What matters right now in this session.", MemoryType.WORKING, 3, False),
     ("perceptual_memory", "Images, recordings and files this user shared.", MemoryType.PERCEPTUAL, 3, False),
 )
+
+
+async def aflush_memory(memory: Any) -> int:
+    """Hand every message still in a LlamaIndex ``Memory``'s short-term buffer to its blocks; how many.
+
+    The messages are archived in ``Memory``'s chat store, as its own flush does, so a later
+    flush does not hand them over twice. Call it when a session ends (at exit).
+    """
+    from llama_index.core.storage.chat_store.base_db import MessageStatus
+
+    active = await memory.sql_store.get_messages(memory.session_id, status=MessageStatus.ACTIVE)
+    if not active:
+        return 0
+    await memory.sql_store.archive_oldest_messages(memory.session_id, n=len(active))
+    for block in memory.memory_blocks:
+        await block.aput(active, from_short_term_memory=True, session_id=memory.session_id)
+    return len(active)
+
+
+def flush_memory(memory: Any) -> int:
+    """Sync twin of :func:`aflush_memory`."""
+    from llama_index.core.async_utils import asyncio_run
+
+    return asyncio_run(aflush_memory(memory))
 
 
 def memory_blocks(memory: HierarchicalMemory, top_k: int | None = None) -> list[HierarchyMemoryBlock]:

@@ -338,6 +338,7 @@ class EntityResolver:
         if not norm or (owner is not None and owner.id != user.id):
             return False
         registry.note_name(user, name)
+        user.name = name  # the user's node is labelled with their name; "User" stays an alias
         return True
 
     def _resolve_one(

@@ -1187,6 +1187,11 @@ class _ChineseReader:
             agent = self._person(*words[rest])
             if agent is not None:
                 self._predicate(agent, words, rest + 1, negated=False, prefix="asked_to")
+        elif word == "把":  # "把每周的报表自动化": the object comes before its verb
+            obj, end = self._object(words, rest)
+            if obj is not None and end < len(words) and _verbal(words[end]):
+                verb = words[end][0]
+                self._add(subject, relation(ZH_VERBS.get(verb, verb)), obj)
         elif word == "给":
             target, end = self._object(words, rest)
             if target is None and rest < len(words):

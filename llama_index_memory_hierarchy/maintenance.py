@@ -671,6 +671,8 @@ async def arebuild_indexes(config: MemoryConfig, *, embed_model: Any = None, ree
         upto = await _outbox_max_seq(records)
         if reembed:
             await _areembed(config, records, report, embed_model)
+        if await keyword_index_ok(records) is False:  # a damaged index would fail the re-analysis's writes
+            await records.rebuild_keyword_index()
         await _areanalyze_keywords(records)
         await records.rebuild_keyword_index()
         report.keyword_index = True

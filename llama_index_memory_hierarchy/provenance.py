@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 #: Metadata key holding a turn's signature.
 SIGNATURE_KEY = "chat_signature"
 #: Owner of the key row in ``lifecycle_state``: not a valid user id, so no per-user operation touches it.
-_KEY_OWNER = "\x00store"
+_KEY_OWNER = "#store"
 _KEY_NAME = "chat_signing_key"
 
 

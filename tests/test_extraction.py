@@ -181,6 +181,10 @@ ISSUE_EXAMPLES = {
         (USER_ENTITY, "asked_to_automate", "每周的Excel销售报告"),
     },
     "我已经不在谷歌工作了。": {(USER_ENTITY, "does_not_work_at", "谷歌")},
+    "我的经理李四让我把每周的Excel销售报表自动化。": {
+        ("李四", "manager_of", USER_ENTITY),
+        (USER_ENTITY, "asked_to_automate", "每周的Excel销售报表"),
+    },
     "我对花生过敏。": {(USER_ENTITY, "is_allergic_to", "花生")},
     "How are you today?": set(),
     "I'm so tired today.": set(),

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import logging
 import os
@@ -240,7 +241,66 @@ async def aimport_user(
         raise MemoryValidationError("on_conflict", f"must be 'replace', 'skip' or 'error', got {on_conflict!r}")
     document = await asyncio.to_thread(_read_document, Path(path))
     target = validate_identifier(user_id or document.get("user_id"), "user_id")
-    return await context.runtime.arun(_aimport(context, document, target, on_conflict))
+    files = _decode_files(document.get("files") or [])
+    await asyncio.to_thread(_check_file_refs, document.get("records") or [], files, Path(path).parent)
+    return await context.runtime.arun(_aimport(context, document, target, on_conflict, files))
+
+
+def _decode_files(files: Any) -> list[tuple[str, str, bytes]]:
+    """``(exported ref, extension, bytes)`` of the files shipped in an export."""
+    if not isinstance(files, list):
+        raise MemoryValidationError("files", f"must be a list, got {type(files).__name__}")
+    decoded: list[tuple[str, str, bytes]] = []
+    for position, entry in enumerate(files):
+        try:
+            data = base64.b64decode(entry["data"], validate=True)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MemoryValidationError(f"files[{position}].data", f"not base64: {exc}") from None
+        decoded.append((str(entry.get("ref")), str(entry.get("ext") or "bin"), data))
+    return decoded
+
+
+def _check_file_refs(records: Any, files: list[tuple[str, str, bytes]], folder: Path) -> None:
+    """Every perception file of an import is one it ships or one beside it, with the recorded SHA-256.
+
+    Why: an import file is untrusted input. A ``reference`` to any host path (``/etc/passwd``) or a
+    ``stored`` ref naming another user's file would make later reads serve bytes the importer never had.
+    Checked before anything is written, so a bad file is refused whole.
+    """
+    from llama_index_memory_hierarchy.perception.files import FileRef
+
+    shipped = {ref: hashlib.sha256(data).hexdigest() for ref, _, data in files}
+    root = folder.expanduser().resolve()
+    for position, data in enumerate(records if isinstance(records, list) else []):
+        metadata = data.get("metadata") if isinstance(data, dict) else None
+        if not isinstance(metadata, dict) or "file" not in metadata:
+            continue
+        if data.get("memory_type") != MemoryType.PERCEPTUAL.value:
+            continue
+        field = f"records[{position}].metadata.file"
+        try:
+            file = FileRef.from_metadata(metadata["file"])
+        except MemoryValidationError as exc:
+            raise MemoryValidationError(field, str(exc)) from None
+        if file.mode == "stored":
+            if shipped.get(str(file.ref)) != file.sha256:
+                raise MemoryValidationError(
+                    f"{field}.ref", "not a file shipped in this export with the recorded sha256"
+                )
+            continue
+        path = Path(str(file.path))
+        try:
+            resolved = path.resolve(strict=True)
+        except (OSError, RuntimeError):
+            raise MemoryValidationError(f"{field}.path", f"no file at {str(path)[:200]!r}") from None
+        if not resolved.is_relative_to(root) or not resolved.is_file():
+            raise MemoryValidationError(
+                f"{field}.path", f"a referenced file must lie in the export's folder {root}, not {str(path)[:200]!r}"
+            )
+        with open(resolved, "rb") as stream:
+            digest = hashlib.file_digest(stream, "sha256").hexdigest()
+        if digest != file.sha256:
+            raise MemoryValidationError(f"{field}.sha256", f"{resolved} does not have the recorded sha256")
 
 
 def _read_document(path: Path) -> dict[str, Any]:
@@ -260,13 +320,19 @@ def _read_document(path: Path) -> dict[str, Any]:
     return document
 
 
-async def _aimport(context: StoreContext, document: dict[str, Any], user_id: str, on_conflict: str) -> ImportReport:
+async def _aimport(
+    context: StoreContext,
+    document: dict[str, Any],
+    user_id: str,
+    on_conflict: str,
+    files: list[tuple[str, str, bytes]],
+) -> ImportReport:
     from llama_index_memory_hierarchy.lifecycle.manager import live_memories
 
     store = lifecycle_tables.LifecycleStore(context)
     await store.aensure_tables()
     report = ImportReport(user_id=user_id)
-    refs = await _aimport_files(context, document.get("files") or [], user_id, report)
+    refs = await _aimport_files(context, files, user_id, report)
     exported_space = document.get("text_space")
     current_space = await context.aspace()
     records: list[Record] = []
@@ -306,27 +372,23 @@ async def _aimport(context: StoreContext, document: dict[str, Any], user_id: str
 
 
 async def _aimport_files(
-    context: StoreContext, files: list[dict[str, Any]], user_id: str, report: ImportReport
+    context: StoreContext, files: list[tuple[str, str, bytes]], user_id: str, report: ImportReport
 ) -> dict[str, str]:
     """Store the exported files for ``user_id``; ``{exported ref: new ref}``."""
     from llama_index_memory_hierarchy.perception.files import FileStore
 
     store = FileStore(context.persist_dir)
     refs: dict[str, str] = {}
-    for position, entry in enumerate(files):
-        try:
-            data = base64.b64decode(entry["data"], validate=True)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise MemoryValidationError(f"files[{position}].data", f"not base64: {exc}") from None
+    for exported, extension, data in files:
 
-        def commit(payload: bytes = data, ext: str = str(entry.get("ext") or "bin")) -> str:
+        def commit(payload: bytes = data, ext: str = extension) -> str:
             staged = store.stage(payload, copy=True)
             try:
                 return store.commit(staged, user_id, ext).ref or ""
             finally:
                 store.discard(staged)
 
-        refs[str(entry.get("ref"))] = await asyncio.to_thread(commit)
+        refs[exported] = await asyncio.to_thread(commit)
         report.files += 1
     return refs
 

@@ -210,6 +210,12 @@ def contextual_text(
     return separator.join(lines)
 
 
+#: Longest head of a neighbouring turn that goes into a turn's keyword document. Context names the topic;
+#: a whole long neighbour would be tokenized again with each following turn (a 100,000-character memory
+#: made the next turns of its session as slow to add as itself).
+CONTEXT_TURN_CHARS = 1_000
+
+
 def keyword_document(
     text: str,
     *,
@@ -222,9 +228,14 @@ def keyword_document(
 
     ``previous`` and ``following`` are neighbouring turns of the same session, already
     formatted with :func:`format_turn`, oldest first; the recipe uses the two previous
-    turns and none after, so a turn's document is final when it is written.
+    turns and none after, so a turn's document is final when it is written. Each neighbour
+    contributes at most :data:`CONTEXT_TURN_CHARS` characters.
     """
-    lines = [*previous, format_turn(text, speaker), *following]
+    lines = [
+        *(turn[:CONTEXT_TURN_CHARS] for turn in previous),
+        format_turn(text, speaker),
+        *(turn[:CONTEXT_TURN_CHARS] for turn in following),
+    ]
     return format_turn("\n".join(lines), None, when)
 
 

@@ -28,6 +28,7 @@ import hashlib
 import json
 import logging
 import random
+import sqlite3
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
@@ -146,7 +147,44 @@ class SQLiteFTS5Strategy(DialectStrategy):
     _tokenize = "unicode61 remove_diacritics 0 categories 'L* N* Co M*'"
 
     async def rebuild_keyword_index(self, conn: AsyncConnection) -> None:
-        await conn.exec_driver_sql(f"INSERT INTO {self.fts}({self.fts}) VALUES ('rebuild')")
+        try:
+            async with conn.begin_nested():
+                await conn.exec_driver_sql(f"INSERT INTO {self.fts}({self.fts}) VALUES ('rebuild')")
+            return
+        except sa.exc.DatabaseError as exc:  # damaged beyond 'rebuild' (its shadow tables): make it anew
+            logger.warning("keyword index cannot be rebuilt in place (%s); recreating it", exc.orig)
+        await self._recreate_keyword_index(conn)
+
+    async def _recreate_keyword_index(self, conn: AsyncConnection) -> None:
+        """Drop the FTS5 table, its shadow tables and triggers, and create them as migration 0002 does."""
+        fts = self.fts
+        for trigger in ("ai", "ad", "au"):
+            await conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {fts}_{trigger}")
+        try:
+            async with conn.begin_nested():
+                await conn.exec_driver_sql(f"DROP TABLE IF EXISTS {fts}")
+        except sa.exc.DatabaseError:  # the virtual table cannot even be constructed: unlink it from the schema
+            version = (await conn.exec_driver_sql("PRAGMA schema_version")).scalar_one()
+            await conn.exec_driver_sql("PRAGMA writable_schema = ON")
+            await conn.exec_driver_sql(f"DELETE FROM sqlite_master WHERE type = 'table' AND name = '{fts}'")
+            await conn.exec_driver_sql(f"PRAGMA schema_version = {int(version) + 1}")
+            await conn.exec_driver_sql("PRAGMA writable_schema = OFF")
+            for shadow in ("data", "idx", "docsize", "config", "content"):
+                await conn.exec_driver_sql(f"DROP TABLE IF EXISTS {fts}_{shadow}")
+        columns = "rowid, keyword_scope, keyword"
+        for statement in (
+            f"CREATE VIRTUAL TABLE {fts} USING fts5(keyword_scope, keyword, content='memories', "
+            f"content_rowid='seq', tokenize=\"{self._tokenize}\")",
+            f"CREATE TRIGGER {fts}_ai AFTER INSERT ON memories BEGIN "
+            f"INSERT INTO {fts}({columns}) VALUES (new.seq, new.keyword_scope, new.keyword); END",
+            f"CREATE TRIGGER {fts}_ad AFTER DELETE ON memories BEGIN "
+            f"INSERT INTO {fts}({fts}, {columns}) VALUES ('delete', old.seq, old.keyword_scope, old.keyword); END",
+            f"CREATE TRIGGER {fts}_au AFTER UPDATE OF keyword ON memories BEGIN "
+            f"INSERT INTO {fts}({fts}, {columns}) VALUES ('delete', old.seq, old.keyword_scope, old.keyword); "
+            f"INSERT INTO {fts}({columns}) VALUES (new.seq, new.keyword_scope, new.keyword); END",
+            f"INSERT INTO {fts}({fts}) VALUES ('rebuild')",
+        ):
+            await conn.exec_driver_sql(statement)
 
     async def lock_schema(self, conn: AsyncConnection) -> None:
         """No-op: the opening transaction is ``BEGIN IMMEDIATE``, which already excludes writers."""
@@ -348,7 +386,7 @@ def _sqlstate(exc: BaseException) -> str | None:
 #: PostgreSQL SQLSTATEs worth retrying: serialization failure, deadlock, connection failures,
 #: server shutting down / starting, too many connections.
 _PG_TRANSIENT = {"40001", "40P01", "08000", "08001", "08003", "08004", "08006", "57P01", "57P02", "57P03", "53300"}
-_SQLITE_CORRUPT = ("malformed", "not a database", "file is encrypted", "disk image")
+_SQLITE_CORRUPT = ("malformed", "not a database", "file is encrypted", "disk image", "vtable constructor failed")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -457,6 +495,14 @@ class SQLRecordStore(RecordStore):
             self._engine = self._make_engine()
         except OSError as exc:  # the SQLite folder cannot be created
             raise StoreError(f"record store {self.where} cannot be created: {exc}") from exc
+        except ModuleNotFoundError as exc:  # the driver of the URL (asyncpg, aiosqlite) is not installed
+            extra = "postgres" if self.dialect == "postgresql" else "sqlite"
+            install = (
+                f"pip install 'llama-index-memory-hierarchy[{extra}]'"
+                if extra == "postgres"
+                else "pip install aiosqlite"
+            )
+            raise StoreError(f"record store {self.where} needs the {exc.name} driver: {install}") from exc
         try:
             await self.run_transaction(self._ensure_schema, write=True, op="open")
         except BaseException:
@@ -639,9 +685,36 @@ class SQLRecordStore(RecordStore):
         cause = getattr(exc, "orig", None) or exc  # the driver's message, without SQL or parameters
         message = f"{type(cause).__name__}: {cause}".strip()
         if self._strategy.name == "sqlite" and any(word in message.lower() for word in _SQLITE_CORRUPT):
+            if self._only_keyword_index_damaged():
+                folder = self._path.parent if self._path is not None else "DIR"
+                return StoreError(
+                    f"record store {self.where}: its keyword index is damaged, the memories themselves are intact; "
+                    f"'lmh reindex --dir {folder}' rebuilds it ({op}: {message})"
+                )
             return StoreError(f"record store {self.where} is corrupt or not a SQLite database ({op}): {message}")
         suffix = f" after {attempts} attempts" if attempts > 1 else ""
         return StoreError(f"record store {self.where}: {op} failed{suffix}: {message}")
+
+    def _only_keyword_index_damaged(self) -> bool:
+        """Whether the tables pass SQLite's quick check while the FTS5 keyword index fails its own.
+
+        Why: the keyword index is derived (``lmh reindex`` rebuilds it), so its damage deserves that hint
+        rather than "corrupt", which sends the user to a backup. Runs only after a corruption error.
+        """
+        if self._path is None:
+            return False
+        fts = SQLiteFTS5Strategy.fts
+        try:
+            with contextlib.closing(sqlite3.connect(self._path, timeout=1.0, isolation_level=None)) as db:
+                if db.execute("PRAGMA quick_check").fetchone() != ("ok",):
+                    return False
+                try:
+                    db.execute(f"INSERT INTO {fts}({fts}, rank) VALUES ('integrity-check', 1)")
+                except sqlite3.DatabaseError:
+                    return True
+        except sqlite3.Error:
+            return False
+        return False
 
     # --- validation and row building -------------------------------------------------------------------
 

@@ -122,6 +122,10 @@ class MemoryTier(ABC):
         """Delete every memory of this user in this tier; return how many."""
 
     @abstractmethod
+    async def apin(self, memory_id: str, pinned: bool = True) -> bool:
+        """Pin (or unpin) a memory so forgetting and eviction never remove it; False when absent."""
+
+    @abstractmethod
     async def aget_stats(self) -> dict[str, Any]:
         """At least ``count`` (this user only)."""
 
@@ -166,6 +170,10 @@ class MemoryTier(ABC):
     def has_memory(self, memory_id: str) -> bool:
         """Sync twin of :meth:`ahas_memory`."""
         return self._run(self.ahas_memory(memory_id))
+
+    def pin(self, memory_id: str, pinned: bool = True) -> bool:
+        """Sync twin of :meth:`apin`."""
+        return self._run(self.apin(memory_id, pinned))
 
     def clear(self) -> int:
         """Sync twin of :meth:`aclear`."""

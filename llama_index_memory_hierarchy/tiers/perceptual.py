@@ -219,7 +219,8 @@ class PerceptualMemory(StoredTier):
         session_id: str | None = None,
         store_file: bool | None = None,
     ) -> str:
-        """Store a perception; return its id (the existing id when this user already has these bytes).
+        """Store a perception; return its id (the existing id when this user already has these bytes,
+        whose text then becomes the ``caption``/``transcript`` given, if any).
 
         ``data_or_path``: bytes, a path (``str`` or ``Path``), a binary file object or a PIL
         image; a ``str`` that is not an existing file is stored as text only with
@@ -320,6 +321,7 @@ class PerceptualMemory(StoredTier):
                 existing = await self._afind_by_sha(staged.sha256)
                 if existing is not None:
                     logger.debug("perception %s already holds these bytes; not stored again", existing.id)
+                    await self._arecaption(existing, caption, transcript)
                     return existing.id
                 info = await asyncio.to_thread(inspect_media, staged.read_path, detected, ext, staged.display_name)
                 ref = await asyncio.to_thread(self.files.commit, staged, self.user_id, info.ext or ext)
@@ -402,6 +404,19 @@ class PerceptualMemory(StoredTier):
             records.append(Record(item=satellite, namespace=VECTOR_NAMESPACE, embedding=vector, space=space))
         ids = await self.context.awrite(records)
         return ids[0]
+
+    async def _arecaption(self, existing: MemoryItem, caption: str | None, transcript: str | None) -> None:
+        """The same bytes added again with a caption or transcript: the perception takes the new text.
+
+        Why: the add returns the existing id, and silently keeping the old description would drop
+        what the caller just said about it.
+        """
+        if not caption and not transcript:
+            return
+        content = f"{caption}\nTranscript: {transcript}" if caption and transcript else caption or transcript
+        if content != existing.content:
+            source = "given" if caption else "transcript"
+            await StoredTier.aupdate(self, existing.id, content=content, metadata={"caption_source": source})
 
     async def _acontent(
         self, info: MediaInfo, path: Path, ref: FileRef, caption: str | None, transcript: str | None

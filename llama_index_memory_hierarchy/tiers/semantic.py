@@ -353,6 +353,9 @@ class SemanticMemory(StoredTier):
                     importance=item.importance,
                 )
             )
+        for fact in state.facts.values():
+            if fact.current and fact.predicate == NAME_PREDICATE and fact.subject_id == fact.object_id:
+                registry.entities[fact.subject_id].name = str(fact.metadata.get("object") or USER_ENTITY)
         if await self._graph_out_of_step(state):
             logger.info("semantic memory of %s: rebuilding the graph from %d facts", self.user_id, len(state.current))
             await self._arebuild(state)
@@ -360,14 +363,14 @@ class SemanticMemory(StoredTier):
     async def _graph_out_of_step(self, state: _UserState) -> bool:
         keys = getattr(self.graph.store, "relation_keys", None)
         if keys is not None:  # exact: equal counts can hide a lost write (a crash mid-supersession)
-            return await asyncio.to_thread(keys, self.user_id) != set(state.current)
+            return await asyncio.to_thread(keys, self.user_id) != {k for k in state.current if k[0] != k[2]}
         counter = getattr(self.graph.store, "count", None)
         if counter is None:  # other stores: check that the nodes are there at all
             if not state.current:
                 return False
             return not await self.graph.anodes(self.user_id, [next(iter(state.current))[0]])
         counts = await asyncio.to_thread(counter, self.user_id)
-        return counts["relations"] != len(state.current)
+        return counts["relations"] != sum(k[0] != k[2] for k in state.current)
 
     async def arebuild_graph(self) -> int:
         """Rebuild this user's subgraph from the fact records; return the relations written."""
@@ -381,7 +384,8 @@ class SemanticMemory(StoredTier):
 
     async def _arebuild(self, state: _UserState) -> int:
         await self.graph.aclear_user(self.user_id)
-        current = [state.facts[f] for f in state.current.values()]
+        # the user's name is the label of the user's node, not an edge to itself
+        current = [f for f in (state.facts[i] for i in state.current.values()) if f.subject_id != f.object_id]
         entity_ids = {f.subject_id for f in current} | {f.object_id for f in current}
         assert state.registry is not None
         nodes = [self._node(state.registry.entities[e]) for e in sorted(entity_ids) if e in state.registry.entities]
@@ -680,8 +684,9 @@ class SemanticMemory(StoredTier):
             ended_keys = [f.key for f in ended if state.current.get(f.key) != f.id]
             if ended_keys:
                 await self.graph.adelete_relations(self.user_id, ended_keys)
-            live = [f for f in touched if f.current]
-            entity_ids = sorted({f.subject_id for f in live} | {f.object_id for f in live})
+            live = [f for f in touched if f.current and f.subject_id != f.object_id]
+            named = [f for f in touched if f.current and f.subject_id == f.object_id]
+            entity_ids = sorted({f.subject_id for f in [*live, *named]} | {f.object_id for f in live})
             nodes = [self._node(registry.entities[e]) for e in entity_ids if e in registry.entities]
             if nodes or live:
                 await self.graph.aupsert(nodes, [self._relation(f) for f in live])
@@ -1282,6 +1287,7 @@ class SemanticMemory(StoredTier):
                 },
             )
             for f in sorted(facts, key=lambda f: (f.valid_at, f.id))
+            if f.subject_id != f.object_id  # the user's name labels the user's node
         ]
         graph = KnowledgeGraph(nodes=nodes, edges=edges, title=f"Knowledge graph of {self.user_id}")
         text = graph.export(format)

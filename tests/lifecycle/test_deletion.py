@@ -204,6 +204,7 @@ def test_property_deleted_memories_never_come_back(data: st.DataObject, embed_mo
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 @settings(
     max_examples=40,
     deadline=None,

@@ -170,6 +170,9 @@ def test_forget_user_leaves_nothing_anywhere(two_users, persist_dir) -> None:
     for needle in (ERIN, ERIN_WORD, ERIN_SESSION, *erin_ids):
         assert raw_hits(persist_dir, needle) == [], needle
     assert raw_hits(persist_dir, BOB_WORD) and raw_hits(persist_dir / "vectors", BOB)
+    scanned = [p for p in persist_dir.rglob("*") if p.is_file()]
+    size = sum(p.stat().st_size for p in scanned)
+    print(f"erasure scan: {len(scanned)} files, {size:,} bytes, {report.total_rows} rows")
 
     # the live memory forgot too, and the other user has everything
     assert erin.get_all() == [] and erin.working.get_stats()["count"] == 0
@@ -273,6 +276,8 @@ def test_forget_user_on_postgresql_leaves_nothing_in_the_table_files(tmp_path: P
                 assert _file_hits(files, needle) == [], needle
                 assert raw_hits(tmp_path / "memory", needle) == [], needle
             assert _file_hits(files, BOB_WORD) and _file_hits(files, BOB)  # the same scan finds the other user
+            size = sum(f.stat().st_size for f in files)
+            print(f"erasure scan on PostgreSQL: {len(files)} relation files, {size:,} bytes, {report.total_rows} rows")
         finally:
             erin.close()
             bob.close()

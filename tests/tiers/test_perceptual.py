@@ -67,7 +67,8 @@ def test_add_dedupes_by_content_and_records_real_metadata(make_memory, tmp_path:
     assert perceptual.add_perception(str(source), caption="another caption") == first
     item = perceptual.get(first)
     meta = item.metadata
-    assert item.memory_type is MemoryType.PERCEPTUAL and item.content == CAPTIONS["whiteboard"]
+    # the same bytes with a new caption take it (issue 17: the old behaviour dropped it silently)
+    assert item.memory_type is MemoryType.PERCEPTUAL and item.content == "another caption"
     assert meta["modality"] == "image" and meta["caption_source"] == "given" and meta["filename"] == "board.png"
     assert meta["media"] | {"width": 160, "height": 120, "format": "PNG"} == meta["media"]
     assert len(meta["phash"]) == 16 and len(meta["sha256"]) == 64

@@ -332,4 +332,6 @@ def test_a_name_known_before_the_user_introduces_themselves_becomes_the_user(mak
     assert {("Zhang San", "works_at", "Acme"), ("Li Si", "manager_of", "Zhang San")} <= facts
     graph = json.loads(semantic.export_knowledge_graph("json"))
     labels = [n["label"] for n in graph["nodes"]]
-    assert labels.count("Zhang San") + labels.count("User") == 1  # one node for the user
+    assert labels.count("Zhang San") == 1 and "User" not in labels  # one node for the user, labelled with the name
+    assert not [e for e in graph["edges"] if e["source"] == e["target"]]  # no "User named User" edge
+    assert any("Li Si" in r.path for r in semantic.get_related_entities("Zhang San"))
