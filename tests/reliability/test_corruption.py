@@ -146,7 +146,7 @@ def test_damaged_vector_segment_is_named_then_rebuilt(filled: Path, name: str, d
     damage(_segment(filled), space)
     error = _expect_store_error(filled, str(space))
     assert "reindex" in str(error) or "rebuild" in str(error), str(error)
-    report = rebuild_indexes(filled)
+    report = rebuild_indexes(filled, embed_model=hashing())
     assert report.spaces == {space.name: len(FACTS) + 4}
     _assert_healthy(filled)
     with _open(filled, "bob") as bob:
@@ -167,7 +167,7 @@ def test_damaged_graph_file_is_named_then_rebuilt(filled: Path, damage: str) -> 
         with pytest.raises(StoreError) as caught:
             memory.semantic.get_related_entities("Luis")
         assert str(graph) in str(caught.value) and "reindex" in str(caught.value)
-    report = rebuild_indexes(filled)
+    report = rebuild_indexes(filled, embed_model=hashing())
     assert report.graph_replaced and report.graph_users == {"alice": 2}
     with _open(filled) as memory:
         assert [r.name for r in memory.semantic.get_related_entities("Luis")] == ["Peanuts"]
@@ -180,7 +180,7 @@ def test_rebuild_repairs_a_damaged_keyword_index(filled: Path) -> None:
     db.commit()
     db.close()
     assert read_sqlite(filled).fts_integrity != "ok"
-    report = rebuild_indexes(filled)
+    report = rebuild_indexes(filled, embed_model=hashing())
     assert report.keyword_index and report.records == len(FACTS) + 4
     assert read_sqlite(filled).fts_integrity == "ok"
     with _open(filled) as memory:
@@ -199,7 +199,7 @@ def test_rebuild_drops_stray_spaces_and_acknowledges_the_outbox(filled: Path, tm
     )
     db.commit()
     db.close()
-    report = rebuild_indexes(filled)
+    report = rebuild_indexes(filled, embed_model=hashing())
     assert report.removed_spaces == ["old-model-8"] and not stray.exists()
     assert report.outbox_acknowledged == len(FACTS) + 4
     checked = verify_indexes(filled, embed_model=hashing())
@@ -222,7 +222,7 @@ def test_verify_reports_differences_and_repairs_them(filled: Path) -> None:
 
 
 def test_rebuild_without_a_database_is_an_empty_rebuild(tmp_path: Path) -> None:
-    report = rebuild_indexes(tmp_path / "fresh")
+    report = rebuild_indexes(tmp_path / "fresh", embed_model=hashing())
     assert report.records == 0 and report.spaces == {}
 
 
@@ -234,5 +234,5 @@ def test_non_finite_vector_in_a_segment_does_not_crash(filled: Path) -> None:
         handle.write(np.full(384 * 8, np.nan, dtype=np.float32).tobytes())
     with _open(filled) as memory:
         memory.episodic.retrieve("anything at all", limit=3)
-    rebuild_indexes(filled)
+    rebuild_indexes(filled, embed_model=hashing())
     _assert_healthy(filled)
