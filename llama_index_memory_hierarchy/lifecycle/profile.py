@@ -110,12 +110,13 @@ class ProfileBuilder:
         semantic: Any = manager.memory.semantic
         facts = await semantic.aget_facts(USER_ENTITY)
         user = await semantic.aget_entity(USER_ENTITY)
+        facts += await self._arelatives_facts(semantic, facts, user.id if user is not None else None)
         source_ids = sorted({s for fact in facts for s in (fact.metadata.get("source_ids") or [])})
         sources = {r.item.id: r.item for r in await records.get(manager.user_id, source_ids)} if source_ids else {}
         entries: dict[str, ProfileEntry] = {}
         for item in facts:
             meta = item.metadata
-            statement = fact_statement(meta, user.id if user is not None else None)
+            statement = fact_statement(meta, user.id if user is not None else None) or relative_statement(meta)
             if statement is None:
                 continue
             kind, text = statement
@@ -138,6 +139,39 @@ class ProfileBuilder:
         profile.preferences = [e for e in ranked if e.kind == "preference"]
         profile.facts = [e for e in ranked if e.kind != "preference"]
         return profile
+
+    @staticmethod
+    async def _arelatives_facts(semantic: Any, facts: list[MemoryItem], user_id: str | None) -> list[MemoryItem]:
+        """Current facts about the people the user is related to (one hop), each tagged with that relation.
+
+        "My daughter Mia is allergic to peanuts" is about Mia, but it is what an assistant of the user
+        must know; facts about anyone else stay out of the profile.
+        """
+        from llama_index_memory_hierarchy.extraction import USER_ENTITY
+
+        relatives: dict[str, str] = {}
+        for item in facts:
+            statement = fact_statement(item.metadata, user_id)
+            subject = str(item.metadata.get("subject", ""))
+            if statement and statement[0] == "relation" and statement[1].startswith(f"{subject} is the user's "):
+                relatives.setdefault(subject, statement[1].removeprefix(f"{subject} is "))
+        related: list[MemoryItem] = []
+        for name, relation in relatives.items():
+            for item in await semantic.aget_facts(name):
+                meta = item.metadata
+                about_relative = meta.get("subject") == name and meta.get("object") != USER_ENTITY
+                if about_relative and user_id not in (meta.get("subject_id"), meta.get("object_id")):
+                    related.append(item.model_copy(update={"metadata": {**meta, "relative": relation}}))
+        return related
+
+
+def relative_statement(meta: dict[str, Any]) -> tuple[str, str] | None:
+    """``("relation", "Mia (the user's daughter) is allergic to peanuts")`` for a relative's fact."""
+    relation = meta.get("relative")
+    if not relation:
+        return None
+    words = str(meta.get("predicate", "")).replace("_", " ")
+    return "relation", f"{meta.get('subject')} ({relation}) {words} {meta.get('object')}"
 
 
 def _importance(item: MemoryItem, manager: MemoryManager) -> float:

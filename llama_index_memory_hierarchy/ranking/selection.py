@@ -6,7 +6,8 @@ the candidate whose score, less its redundancy with what is already chosen, is b
 
 * collapses identical or near-identical contents (the better scored one is kept);
 * shows a derived memory (a fact, a summary) and one of its sources only when each adds words
-  the other lacks; when the later one says all the earlier one did and more, it takes its slot;
+  the other lacks; when the later one says all the earlier one did and more, it takes its slot,
+  and so does a source that says as much as its derived memory (the verbatim record wins);
 * puts content-free candidates ("ok", "got it", "好的") after every informative one.
 """
 
@@ -55,13 +56,13 @@ def novelty(words: frozenset[str], other: frozenset[str]) -> float:
 
 
 def information_words(tokens: Sequence[str], stopwords: Iterable[str]) -> frozenset[str]:
-    """The content words of a memory: tokens that are neither stopwords nor single CJK characters.
+    """The content words of a memory: tokens that are not stopwords.
 
-    A single Han character is mostly a particle or pronoun (了, 我, 的); jieba's segments of two or
-    more characters carry the content.
+    The maintained stop-word lists hold the Chinese particles and pronouns (了, 我, 的); a single
+    Han character outside them carries content (辣 "spicy", 住 "live"), so it counts.
     """
     stop = stopwords if isinstance(stopwords, (set, frozenset)) else frozenset(stopwords)
-    return frozenset(t for t in tokens if t not in stop and (len(t) > 1 or t.isascii()))
+    return frozenset(t for t in tokens if t not in stop)
 
 
 def is_content_free(words: frozenset[str], matched_query: bool) -> bool:
@@ -105,15 +106,25 @@ def select(choices: Iterable[Choice], limit: int, *, diversity: float = DIVERSIT
         best = max(alive, key=lambda i: _order(pool[i]))
         alive.remove(best)
         candidate = pool[best]
-        if closest[best] >= NEAR_DUPLICATE_COSINE and pool[best].vector is not None:
-            continue
-        if candidate.identity and any(candidate.identity == c.identity for c in chosen):
-            continue
         related = [c for c in chosen if c.key in candidate.related or candidate.key in c.related]
-        if related and all(novelty(candidate.words, r.words) < MIN_NOVELTY for r in related):
+        # it takes the slot of a related memory it says all of: by saying more, or, saying as much, by
+        # being the verbatim source of that derived paraphrase (the record the user knows, by its id)
+        covered = [
+            r
+            for r in related
+            if novelty(r.words, candidate.words) < MIN_NOVELTY
+            and (
+                novelty(candidate.words, r.words) >= MIN_NOVELTY
+                or (candidate.key in r.related and len(candidate.words) >= len(r.words))
+            )
+        ]
+        if related and not covered and all(novelty(candidate.words, r.words) < MIN_NOVELTY for r in related):
             continue  # says nothing that its derived memory or source does not
-        covered = [r for r in related if novelty(r.words, candidate.words) < MIN_NOVELTY]
-        if covered:  # says all that the chosen one did, and more: takes its slot
+        if not covered and closest[best] >= NEAR_DUPLICATE_COSINE and candidate.vector is not None:
+            continue
+        if not covered and candidate.identity and any(candidate.identity == c.identity for c in chosen):
+            continue
+        if covered:  # says all that the chosen one did (and more, or is its source): takes its slot
             candidate.covers = covered[0]
             slot = chosen.index(covered[0])
             kept = [candidate if i == slot else c for i, c in enumerate(chosen) if i == slot or c not in covered]

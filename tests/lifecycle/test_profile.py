@@ -95,3 +95,13 @@ def test_profile_follows_supersession_and_negation(memory_factory) -> None:
     kinds = {e.text: e.kind for e in [*profile.preferences, *profile.facts]}
     assert kinds["does not like coffee"] == "preference" and kinds["Li Si is the user's manager"] == "relation"
     assert kinds["asked to automate weekly Excel sales report"] == "plan"
+
+
+def test_profile_holds_facts_about_the_users_relatives_and_no_one_else(memory_factory) -> None:
+    memory = memory_factory()
+    memory.put(ChatMessage(role=MessageRole.USER, content="My daughter Mia is allergic to peanuts."))
+    memory.put(ChatMessage(role=MessageRole.USER, content="Bob likes jazz."))
+    memory.manager.end_session()
+    texts = [entry.text for entry in memory.manager.get_profile().facts]
+    assert "Mia (the user's daughter) is allergic to peanuts" in texts and "Mia is the user's daughter" in texts
+    assert not any("jazz" in text for text in texts)

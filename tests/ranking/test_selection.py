@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from llama_index_memory_hierarchy.language import query_stopwords
 from llama_index_memory_hierarchy.ranking.context import fill_budget
 from llama_index_memory_hierarchy.ranking.selection import (
     Choice,
@@ -13,6 +14,7 @@ from llama_index_memory_hierarchy.ranking.selection import (
     normalised_text,
     select,
 )
+from llama_index_memory_hierarchy.text import keyword_tokens
 
 
 def unit(*values: float) -> np.ndarray:
@@ -58,8 +60,9 @@ def test_a_derived_memory_and_its_source_share_a_slot_unless_both_add_words() ->
 
 
 def test_content_free_turns_come_after_informative_ones() -> None:
-    tokens = ["好的", "我", "记住", "了"]
-    assert is_content_free(information_words(tokens, {"i"}), matched_query=False)
+    stop = query_stopwords()  # the maintained lists: Chinese particles and pronouns among them
+    assert is_content_free(information_words(keyword_tokens("好的，我记住了。"), stop), matched_query=False)
+    assert not is_content_free(information_words(keyword_tokens("我喜欢吃辣的川菜"), stop), matched_query=False)
     assert not is_content_free(frozenset({"peanut", "allergic", "shellfish"}), matched_query=False)
     ack = choice("ack", 0.95, "好的", content_free=True)
     weak = choice("weak", 0.2, "we talked about the garden")
@@ -82,3 +85,14 @@ def test_budget_is_filled_best_first_and_lines_are_never_cut() -> None:
     kept = fill_budget(lines, budget=10, limit=5, count=lambda text: len(text.split()))
     assert kept == ["- one", "- two"]
     assert fill_budget(lines, budget=100, limit=1, count=len) == ["- one"]
+
+
+def test_a_source_saying_as_much_as_its_derived_paraphrase_keeps_the_slot() -> None:
+    fact = choice("fact", 0.9, "alice favorite tea sencha", related=frozenset({"turn"}))
+    turn = choice("turn", 0.7, "alice favourite tea sencha")
+    chosen = select([fact, turn], limit=5)
+    assert [c.key for c in chosen] == ["turn"] and chosen[0].covers is fact
+    near = unit(1, 0.05)  # a paraphrase embeds next to its source: the source still takes the slot
+    fact = choice("fact", 0.9, "alice favorite tea sencha", unit(1, 0), related=frozenset({"turn"}))
+    turn = choice("turn", 0.7, "alice favourite tea sencha", near)
+    assert [c.key for c in select([fact, turn], limit=5)] == ["turn"]
