@@ -302,6 +302,8 @@ class CrossTierSearch:
         hints = extract_time_hints(query, now)
         temporal = has_temporal_intent(query)
         query_words = information_words(keyword_tokens(query), query_stopwords())
+        if is_content_free(query_words, matched_query=False):
+            query_words = frozenset()  # "好的", "ok": sharing a word with such a query says nothing
         w_kw, w_dense = DEFAULT_RECIPE.keyword_weight, DEFAULT_RECIPE.dense_weight
         for cand in candidates:
             item = cand.item
