@@ -235,14 +235,19 @@ def run_system(
     if close is not None:
         close()
     scores = score_rankings(results, ks)
-    scores["_timing"] = {
+    scores["_timing"] = timing(turns_indexed, index_seconds, latencies)
+    return scores
+
+
+def timing(turns_indexed: int, index_seconds: float, latencies: Sequence[float]) -> dict[str, float]:
+    """Ingest rate and query latency percentiles of one system's run, as the tables print them."""
+    return {
         "turns": float(turns_indexed),
         "ingest_turns_per_s": turns_indexed / index_seconds if index_seconds else 0.0,
         "query_p50_ms": percentile(latencies, 50) * 1000,
         "query_p95_ms": percentile(latencies, 95) * 1000,
         "questions": float(len(latencies)),
     }
-    return scores
 
 
 def make_system(name: str, embedder: CachedEmbedder, workdir: Path) -> Retriever:

@@ -38,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 from embed_cache import CachedEmbedder  # noqa: E402
-from locomo import machine, make_system, percentile, render_table, sample_questions  # noqa: E402
+from locomo import machine, make_system, render_table, sample_questions, timing  # noqa: E402
 from locomo_data import Turn  # noqa: E402
 from locomo_retrievers import _BM25, Retriever, top_n  # noqa: E402
 from memorybank_data import LANGUAGES, MemoryBankConversation, load_memorybank, score_groups  # noqa: E402
@@ -146,13 +146,7 @@ def run_system(
     if close is not None:
         close()
     scores = score_groups(results, ks)
-    scores["_timing"] = {
-        "turns": float(turns_indexed),
-        "ingest_turns_per_s": turns_indexed / index_seconds if index_seconds else 0.0,
-        "query_p50_ms": percentile(latencies, 50) * 1000,
-        "query_p95_ms": percentile(latencies, 95) * 1000,
-        "questions": float(len(latencies)),
-    }
+    scores["_timing"] = timing(turns_indexed, index_seconds, latencies)
     return scores
 
 
