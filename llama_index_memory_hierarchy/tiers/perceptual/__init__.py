@@ -6,7 +6,7 @@ The tier (:mod:`.tier`) stands on helpers that never import it: :mod:`.settings`
 signal, fused by reciprocal rank) and :mod:`.llm_context` (perceptions in a prompt).
 """
 
-from llama_index_memory_hierarchy.tiers.perceptual.llm_context import describe_perception
+from llama_index_memory_hierarchy.messages import describe_perception
 from llama_index_memory_hierarchy.tiers.perceptual.records import (
     MATCH_KEYS,
     RESERVED_KEYS,

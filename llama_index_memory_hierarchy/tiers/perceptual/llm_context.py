@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llama_index_memory_hierarchy.messages import describe_perception
 from llama_index_memory_hierarchy.perception.encoders import aask_llm
 from llama_index_memory_hierarchy.perception.media import video_keyframe_png
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
@@ -19,28 +20,6 @@ if TYPE_CHECKING:
     from llama_index.core.base.llms.types import ImageBlock
 
 logger = logging.getLogger(__name__)
-
-_DESCRIPTION_CHARS = 300
-
-
-def describe_perception(item: MemoryItem) -> str:
-    """One line for an LLM context: modality, file, size, and the caption, with a reference id."""
-    meta = item.metadata
-    media = meta.get("media") if isinstance(meta.get("media"), dict) else {}
-    parts: list[str] = []
-    if media.get("width") and media.get("height"):
-        parts.append(f"{media['width']}x{media['height']}")
-    if media.get("duration_s"):
-        parts.append(f"{float(media['duration_s']):.1f}s")
-    if media.get("format") or media.get("codec"):
-        parts.append(str(media.get("format") or media.get("codec")))
-    name = meta.get("filename")
-    what = f"{meta.get('modality', 'perception')}{f' {name!r}' if name else ''}"
-    detail = f" ({', '.join(parts)})" if parts else ""
-    content = " ".join(item.content.split())
-    if len(content) > _DESCRIPTION_CHARS:
-        content = content[: _DESCRIPTION_CHARS - 1] + "…"
-    return f"[{what}{detail}, ref perception:{item.id}] {content}"
 
 
 async def adescribe_for_context(

@@ -24,13 +24,12 @@ from llama_index_memory_hierarchy.perception.encoders import (
 )
 from llama_index_memory_hierarchy.perception.files import FileStore
 from llama_index_memory_hierarchy.perception.media import Modality, inspect_media, similarity_to_hamming
-from llama_index_memory_hierarchy.retrieval.fusion import reciprocal_rank_fusion
+from llama_index_memory_hierarchy.ranking.fusion import rrf_fuse
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
 from llama_index_memory_hierarchy.tiers.perceptual.intake import astage
 from llama_index_memory_hierarchy.tiers.perceptual.records import VECTOR_NAMESPACE
 from llama_index_memory_hierarchy.tiers.perceptual.settings import PerceptionSettings
-from llama_index_memory_hierarchy.tiers.working import matches
-from llama_index_memory_hierarchy.types import MemoryFilter, MemoryItem, MemoryType
+from llama_index_memory_hierarchy.types import MemoryFilter, MemoryItem, MemoryType, matches
 
 if TYPE_CHECKING:
     from llama_index_memory_hierarchy.stores.context import StoreContext
@@ -216,7 +215,7 @@ class PerceptionSearch:
 
     def fuse(self, rankings: Sequence[Ranking]) -> Matches:
         """RRF over rankings, keeping each signal's raw score and the signal that ranked a perception best."""
-        found = Matches(reciprocal_rank_fusion([[i for i, _ in hits] for _, hits in rankings], k=self.config.rrf_k))
+        found = Matches(dict(rrf_fuse([[i for i, _ in hits] for _, hits in rankings], k=self.config.rrf_k)))
         best_rank: dict[str, int] = {}
         for signal, hits in rankings:
             for rank, (memory_id, score) in enumerate(hits):

@@ -30,7 +30,7 @@ from llama_index_memory_hierarchy.perception.encoders import (
 )
 from llama_index_memory_hierarchy.perception.files import FileRef, FileStore
 from llama_index_memory_hierarchy.perception.media import MediaInfo, Modality, as_modality, inspect_media
-from llama_index_memory_hierarchy.retrieval.fusion import score_items
+from llama_index_memory_hierarchy.ranking.fusion import score_items
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
 from llama_index_memory_hierarchy.tiers.episodic import StoredTier
 from llama_index_memory_hierarchy.tiers.perceptual.captions import acontent, given_text

@@ -32,7 +32,7 @@ from llama_index_memory_hierarchy.extraction import (
     normalize_predicate,
 )
 from llama_index_memory_hierarchy.llms import resolve_llm
-from llama_index_memory_hierarchy.retrieval.fusion import score_items
+from llama_index_memory_hierarchy.ranking.fusion import score_items
 from llama_index_memory_hierarchy.stores.base import Record
 from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
 from llama_index_memory_hierarchy.tiers.episodic import StoredTier
@@ -57,12 +57,12 @@ from llama_index_memory_hierarchy.tiers.semantic.graph_search import (
 from llama_index_memory_hierarchy.tiers.semantic.settings import SemanticSettings
 from llama_index_memory_hierarchy.tiers.semantic.state import SemanticState, semantic_state
 from llama_index_memory_hierarchy.tiers.semantic.supersession import apply_facts, reinstate_superseded, repoint_entity
-from llama_index_memory_hierarchy.tiers.working import matches
 from llama_index_memory_hierarchy.types import (
     MemoryFilter,
     MemoryItem,
     MemoryType,
     as_utc,
+    matches,
     utcnow,
     validate_content,
     validate_memory_id,
