@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from llama_index_memory_hierarchy.extraction import is_noun
 from llama_index_memory_hierarchy.lifecycle._llm import (
     SOURCES,
     LLMReplyError,
@@ -164,7 +165,7 @@ class Reflector:
         for topic in patterns["recurring_topics"]:
             word = topic["topic"]
             cited = [e for e in events if word in e.content.casefold()][:10]
-            if not cited or not await asyncio.to_thread(_is_noun, word, [e.content for e in cited]):
+            if not cited or not await asyncio.to_thread(is_noun, word, [e.content for e in cited]):
                 continue
             text = f"[heuristic] The user came back to '{word}' in {topic['sessions']} sessions."
             items.append(self._insight(text, cited, "offline-heuristic"))
@@ -186,27 +187,3 @@ class Reflector:
             return []
         semantic: Any = self.deps.tiers.semantic
         return list(await semantic.aadd_items(items, dedupe=True))
-
-
-def _is_noun(word: str, texts: list[str]) -> bool:
-    """Whether ``word`` is used as a noun (not a stop word) in ``texts``: spaCy for English, jieba for Chinese.
-
-    Without spaCy an English word is never reported: a heuristic that cannot tell "keep" from
-    "bouldering" says nothing.
-    """
-    from llama_index_memory_hierarchy.extraction import _CJK, _posseg, load_spacy
-
-    if _CJK.search(word):
-        return any(
-            pair.word == word and pair.flag.startswith("n") and len(word) > 1
-            for text in texts
-            for pair in _posseg().cut(text)
-        )
-    nlp = load_spacy()
-    if nlp is None:
-        return False
-    for doc in nlp.pipe(texts):
-        for token in doc:
-            if (token.lower_ == word or token.lemma_.lower() == word) and token.pos_ in {"NOUN", "PROPN"}:
-                return not token.is_stop
-    return False
