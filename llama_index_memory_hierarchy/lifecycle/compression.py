@@ -29,6 +29,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index_memory_hierarchy.lifecycle._llm import acomplete
 from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
 from llama_index_memory_hierarchy.lifecycle.importance import ImportanceEstimator
+from llama_index_memory_hierarchy.messages import message_text
 from llama_index_memory_hierarchy.text import count_tokens
 
 logger = logging.getLogger(__name__)
@@ -247,8 +248,6 @@ class ConversationCompressor:
             return pending, state.summary
 
     async def _asummarise(self, previous: str | None, folded: History, cap: int) -> tuple[str, str]:
-        from llama_index_memory_hierarchy.hierarchy import message_text
-
         turns = [(message.role.value, message_text(message)) for _, message, _ in folded]
         llm = self.deps.background_llm()
         if llm is not None:

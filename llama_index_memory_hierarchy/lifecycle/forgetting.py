@@ -27,7 +27,7 @@ from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.lifecycle.deletion import adelete_memories
 from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
 from llama_index_memory_hierarchy.lifecycle.importance import effective_importance
-from llama_index_memory_hierarchy.retrieval.fusion import recency
+from llama_index_memory_hierarchy.ranking.fusion import recency
 from llama_index_memory_hierarchy.tiers.base import FORGET_STRATEGIES, MemoryTier
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType, as_utc, utcnow
 

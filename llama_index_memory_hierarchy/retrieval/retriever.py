@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from llama_index_memory_hierarchy.errors import MemoryValidationError
-from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
+from llama_index_memory_hierarchy.retrieval.search import memory_types_of
+from llama_index_memory_hierarchy.types import MemoryItem, MemoryType, validate_positive_int
 
 if TYPE_CHECKING:
-    from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
     from llama_index_memory_hierarchy.tiers.base import MemoryTier
+
+
+class SearchableMemory(Protocol):
+    """What :class:`HierarchyRetriever` needs of a memory (a ``HierarchicalMemory``): its cross-tier search."""
+
+    def search(
+        self, query: str, limit: int = 5, *, memory_types: Sequence[MemoryType | str] | None = None, **filters: Any
+    ) -> list[MemoryItem]: ...
+
+    async def asearch(
+        self, query: str, limit: int = 5, *, memory_types: Sequence[MemoryType | str] | None = None, **filters: Any
+    ) -> list[MemoryItem]: ...
 
 
 def item_to_node(item: MemoryItem) -> NodeWithScore:
@@ -43,19 +54,13 @@ def item_to_node(item: MemoryItem) -> NodeWithScore:
     return NodeWithScore(node=node, score=item.score)
 
 
-def _top_k(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise MemoryValidationError("similarity_top_k", f"must be a positive integer, got {value!r}")
-    return value
-
-
 class TierRetriever(BaseRetriever):
     """Retrieves from one memory tier; filters are fixed at construction."""
 
     def __init__(self, tier: MemoryTier, similarity_top_k: int = 5, filters: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.tier = tier
-        self.similarity_top_k = _top_k(similarity_top_k)
+        self.similarity_top_k = validate_positive_int(similarity_top_k, "similarity_top_k")
         self.filters = dict(filters or {})
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -70,7 +75,7 @@ class TierRetriever(BaseRetriever):
 
 
 class HierarchyRetriever(BaseRetriever):
-    """The cross-tier search of a :class:`HierarchicalMemory` as a LlamaIndex retriever.
+    """The cross-tier search of a memory (a ``HierarchicalMemory``) as a LlamaIndex retriever.
 
     Every memory of the chosen tiers competes on one score (``retrieval.search``); each node's
     metadata carries the ``explanation`` of its score.
@@ -78,17 +83,15 @@ class HierarchyRetriever(BaseRetriever):
 
     def __init__(
         self,
-        memory: HierarchicalMemory,
+        memory: SearchableMemory,
         similarity_top_k: int = 5,
         memory_types: Sequence[MemoryType | str] | None = None,
         filters: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        from llama_index_memory_hierarchy.retrieval.search import memory_types_of
-
         self.memory = memory
         self.memory_types = memory_types_of(memory_types)
-        self.similarity_top_k = _top_k(similarity_top_k)
+        self.similarity_top_k = validate_positive_int(similarity_top_k, "similarity_top_k")
         self.filters = dict(filters or {})
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
