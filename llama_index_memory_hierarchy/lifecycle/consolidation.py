@@ -36,12 +36,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.errors import LLMReplyError, MemoryValidationError
 from llama_index_memory_hierarchy.extraction import ExtractedFact, OfflineExtractor, grounded, normalize_predicate
 from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.lifecycle._llm import (
     SOURCES,
-    LLMReplyError,
     acomplete,
     object_schema,
     parse_json,

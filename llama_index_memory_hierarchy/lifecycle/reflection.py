@@ -25,10 +25,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from llama_index_memory_hierarchy.errors import LLMReplyError
 from llama_index_memory_hierarchy.extraction import is_noun
 from llama_index_memory_hierarchy.lifecycle._llm import (
     SOURCES,
-    LLMReplyError,
     acomplete,
     object_schema,
     parse_json,
