@@ -92,18 +92,25 @@ async def model_speed(service: EmbeddingService, queries: list[str], texts: list
     }
 
 
+#: Texts per cached block of corpus vectors (a 10k run reuses the first block of a 100k run).
+VECTOR_BLOCK = 10_000
+
+
 def corpus_vectors(service: EmbeddingService, texts: list[str], cache: Path) -> np.ndarray:
-    """The corpus embedded by the model, once: cached as ``.npy`` by model space and texts."""
-    digest = hashlib.sha1("\n".join(texts).encode()).hexdigest()[:12]
-    path = cache / f"vectors-{service.space}-{len(texts)}-{digest}.npy"
-    if path.is_file():
-        return np.load(path)
-    logger.warning("embedding %d corpus texts once (cached in %s)", len(texts), path)
-    vectors = np.asarray(service.embed_texts(texts), dtype=np.float32)
-    cache.mkdir(parents=True, exist_ok=True)
-    np.save(path.with_suffix(".tmp.npy"), vectors)
-    path.with_suffix(".tmp.npy").rename(path)
-    return vectors
+    """The corpus embedded by the model, once: cached as ``.npy`` blocks by model space and texts."""
+    blocks = []
+    for start in range(0, len(texts), VECTOR_BLOCK):
+        block = texts[start : start + VECTOR_BLOCK]
+        digest = hashlib.sha1("\n".join(block).encode()).hexdigest()[:12]
+        path = cache / f"vectors-{service.space}-{len(block)}-{digest}.npy"
+        if not path.is_file():
+            logger.warning("embedding %d corpus texts once (cached in %s)", len(block), path)
+            vectors = np.asarray(service.embed_texts(block), dtype=np.float32)
+            cache.mkdir(parents=True, exist_ok=True)
+            np.save(path.with_suffix(".tmp.npy"), vectors)
+            path.with_suffix(".tmp.npy").rename(path)
+        blocks.append(np.load(path))
+    return np.concatenate(blocks)
 
 
 async def fill_store(folder: Path, texts: list[str], vectors: np.ndarray, users: int, embed_model: Any) -> int:
