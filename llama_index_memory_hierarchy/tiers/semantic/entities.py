@@ -85,5 +85,5 @@ def rank_entities(state: SemanticState, query: str, vector: Any, *, limit: int, 
         for eid, score in registry.vectors.nearest(vector, k=limit * 2)
         if eid in registry.entities and score >= 0.4
     ]
-    fused = rrf_fuse([[e.id for e in by_words], [e.id for e, _ in by_vector]], k=rrf_k)[:limit]
-    return [entity_info(state, registry.entities[eid], score) for eid, score in fused]
+    fused = rrf_fuse([[entity.id for entity in by_words], [entity.id for entity, _ in by_vector]], k=rrf_k)
+    return [entity_info(state, registry.entities[eid], score) for eid, score in fused[:limit]]
