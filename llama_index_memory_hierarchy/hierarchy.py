@@ -31,6 +31,9 @@ from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.text import count_tokens, truncate_to_tokens
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
 from llama_index_memory_hierarchy.tiers.episodic import EpisodicMemory
+from llama_index_memory_hierarchy.tiers.perceptual import PerceptualMemory, describe_perception
+from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory
+from llama_index_memory_hierarchy.tiers.tierset import TierSet
 from llama_index_memory_hierarchy.tiers.working import WorkingMemory
 from llama_index_memory_hierarchy.types import MAX_BATCH_ITEMS, MAX_METADATA_BYTES, MemoryItem, MemoryType, utcnow
 
@@ -95,10 +98,8 @@ class HierarchicalMemory(BaseMemory):
     session_id: str = Field(description="The current conversation.")
 
     _context: StoreContext = PrivateAttr()
-    _working: WorkingMemory = PrivateAttr()
-    _episodic: EpisodicMemory = PrivateAttr()
-    _extra_tiers: dict[str, MemoryTier] = PrivateAttr(default_factory=dict)
-    _tier_options: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
+    _tiers: TierSet = PrivateAttr()
+    _tier_options: dict[str, Any] = PrivateAttr(default_factory=dict)
     _llm: Any = PrivateAttr(default=None)
     _history: list[tuple[str, ChatMessage, int]] | None = PrivateAttr(default=None)
     _history_floor: datetime | None = PrivateAttr(default=None)
@@ -152,10 +153,7 @@ class HierarchicalMemory(BaseMemory):
         context = StoreContext.acquire(config, embed_model=embed_model, vector_store=vector_store)
         memory = cls(config=config, user_id=config.user_id, session_id=session)
         memory._llm = llm
-        memory._tier_options = {
-            "semantic": {"llm": llm, "graph_store": graph_store},
-            "perceptual": {"llm": llm, "encoders": tuple(perception_encoders)},
-        }
+        memory._tier_options = {"llm": llm, "graph_store": graph_store, "perception_encoders": perception_encoders}
         memory._attach(context, lifecycle)
         return memory
 
@@ -163,15 +161,14 @@ class HierarchicalMemory(BaseMemory):
         from llama_index_memory_hierarchy.lifecycle.manager import MemoryManager
 
         self._context = context
-        self._episodic = EpisodicMemory(user_id=self.user_id, session_id=self.session_id, context=context)
-        self._working = WorkingMemory(
+        self._tiers = TierSet(
+            context,
             user_id=self.user_id,
             session_id=self.session_id,
-            runtime=context.runtime,
             config=self.config,
-            embeddings=context.embeddings,
+            delete=self._adelete,
             on_evict=self._aon_evict,
-            on_remove=self._aon_remove,
+            **self._tier_options,
         )
         self._manager = MemoryManager(self, llm=self._llm, settings=lifecycle)
         self._search = CrossTierSearch(self)
@@ -180,12 +177,13 @@ class HierarchicalMemory(BaseMemory):
         """Working memory evicted ``items``: the ones that matter and are not durable yet move to episodic."""
         await self._manager.consolidator.aon_evict(items)
 
-    async def _aon_remove(self, memory_id: str) -> bool:
-        """``working.remove(id)``: the deletion path (a put turn goes from episodic memory too)."""
+    async def _adelete(self, memory_type: MemoryType, ids: Sequence[str], tier: MemoryTier | None) -> list[str]:
+        """Every tier deletes through the deletion path (``working.remove(id)``: a put turn goes from
+        episodic memory too); the ids deleted."""
         from llama_index_memory_hierarchy.lifecycle.deletion import adelete_memories
 
-        report = await adelete_memories(self._context, self.user_id, [memory_id], memory_type=MemoryType.WORKING)
-        return memory_id in report.deleted
+        report = await adelete_memories(self._context, self.user_id, ids, memory_type=memory_type, tier=tier)
+        return list(report.deleted)
 
     @property
     def manager(self) -> Any:
@@ -200,42 +198,33 @@ class HierarchicalMemory(BaseMemory):
         return self._context
 
     @property
+    def tier_set(self) -> TierSet:
+        """The tiers of this memory, each built once with the options given to :meth:`from_defaults`."""
+        return self._tiers
+
+    @property
     def working(self) -> WorkingMemory:
         """Short-lived, in-process context of this session."""
-        return self._working
+        return self._tiers.working
 
     @property
     def episodic(self) -> EpisodicMemory:
         """Durable, time-ordered record of every turn and event."""
-        return self._episodic
+        return self._tiers.episodic
 
     @property
-    def semantic(self) -> MemoryTier:
+    def semantic(self) -> SemanticMemory:
         """Facts and the knowledge graph."""
-        return self._tier("semantic")
+        return self._tiers.semantic
 
     @property
-    def perceptual(self) -> MemoryTier:
+    def perceptual(self) -> PerceptualMemory:
         """Images, audio, video and other non-text inputs."""
-        return self._tier("perceptual")
-
-    def _tier(self, name: str) -> MemoryTier:
-        if name not in self._extra_tiers:
-            if name == "semantic":
-                from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory as tier_class
-            else:
-                from llama_index_memory_hierarchy.tiers.perceptual import PerceptualMemory as tier_class
-            options = {k: v for k, v in self._tier_options.get(name, {}).items() if v}
-            self._extra_tiers[name] = tier_class(
-                user_id=self.user_id, session_id=self.session_id, context=self._context, **options
-            )
-        return self._extra_tiers[name]
+        return self._tiers.perceptual
 
     def tiers(self, memory_types: Sequence[MemoryType | str] | None = None) -> list[MemoryTier]:
         """The tiers named (default: all four), in hierarchy order."""
-        names = [MemoryType(t).value for t in memory_types] if memory_types else [t.value for t in MemoryType]
-        by_name = {"working": lambda: self.working, "episodic": lambda: self.episodic}
-        return [by_name[name]() if name in by_name else self._tier(name) for name in names]
+        return self._tiers.tiers(memory_types)
 
     def as_retriever(
         self, similarity_top_k: int = 5, memory_types: Sequence[MemoryType | str] | None = None, **filters: Any
@@ -345,11 +334,11 @@ class HierarchicalMemory(BaseMemory):
                     metadata=metadata,
                 )
             )
-        records = await self._episodic.abuild_records(items)
+        records = await self.episodic.abuild_records(items)
         ids = await self._context.awrite(records, dedupe=dedupe)
         for record in records:
             if record.item.metadata["role"] in ("user", "assistant"):
-                await self._working.aadd(self._working_view(record.item), embedding=record.embedding)
+                await self.working.aadd(self._working_view(record.item), embedding=record.embedding)
         history = await self._ahistory()
         known = {memory_id for memory_id, _, _ in history}
         for memory_id, message in zip(ids, messages, strict=True):
@@ -381,7 +370,7 @@ class HierarchicalMemory(BaseMemory):
         self._history = []
         self._history_floor = utcnow()
         self._context_cache = None
-        await self._working.aclear()
+        await self.working.aclear()
         await self._manager.compressor.areset(self.session_id)
 
     # ------------------------------------------------------------------ BaseMemory: reads
@@ -391,7 +380,7 @@ class HierarchicalMemory(BaseMemory):
             self._history_lock = asyncio.Lock()
         async with self._history_lock:
             if self._history is None:
-                items = await self._episodic.aget_session(self.session_id)
+                items = await self.episodic.aget_session(self.session_id)
                 if self._history_floor is not None:
                     items = [item for item in items if item.timestamp >= self._history_floor]
                 key = await asigning_key(self._context)  # only turns put() stored replay as chat messages
@@ -503,8 +492,6 @@ def format_memory(item: MemoryItem) -> str:
     """
     when = item.timestamp.strftime("%Y-%m-%d %H:%M")
     if item.memory_type is MemoryType.PERCEPTUAL:
-        from llama_index_memory_hierarchy.tiers.perceptual import describe_perception
-
         return _one_line(f"- [{when} · perceptual] {describe_perception(item)}")
     role = item.metadata.get("role") or item.metadata.get("speaker")
     who = f" · {role}" if role else ""

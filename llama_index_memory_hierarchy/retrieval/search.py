@@ -376,7 +376,7 @@ class CrossTierSearch:
         return ranked
 
     def _graph_weight(self) -> float:
-        semantic = self.memory._extra_tiers.get("semantic")
+        semantic = self.memory.tier_set.built(MemoryType.SEMANTIC)
         settings = getattr(semantic, "settings", None)
         return float(getattr(settings, "graph_weight", 1.0))
 

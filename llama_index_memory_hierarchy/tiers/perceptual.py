@@ -55,7 +55,7 @@ from llama_index_memory_hierarchy.perception.media import (
 )
 from llama_index_memory_hierarchy.retrieval.fusion import reciprocal_rank_fusion, score_items
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, Record
-from llama_index_memory_hierarchy.tiers.episodic import StoredTier
+from llama_index_memory_hierarchy.tiers.stored import StoredTier
 from llama_index_memory_hierarchy.tiers.working import matches
 from llama_index_memory_hierarchy.types import (
     MemoryFilter,
@@ -533,12 +533,8 @@ class PerceptualMemory(StoredTier):
                 raise MemoryValidationError("metadata", f"keys {', '.join(reserved)} are set by the perceptual tier")
         return await super().aupdate(memory_id, content=content, importance=importance, metadata=metadata)
 
-    async def _adelete_records(self, ids: Sequence[str]) -> tuple[list[str], int]:
+    async def _aremove_records(self, ids: Sequence[str]) -> list[str]:
         """Delete perceptions, their vectors, and their stored files when no other perception uses them."""
-        deleted = await self._aremove_items(ids)
-        return deleted, await self._aforget_sources(deleted)
-
-    async def _aremove_items(self, ids: Sequence[str]) -> list[str]:
         async with self._lock():
             items = await self.aget_many(ids)
             if not items:

@@ -70,7 +70,7 @@ from llama_index_memory_hierarchy.extraction import (
 from llama_index_memory_hierarchy.graph_export import GraphEdge, GraphNode, KnowledgeGraph
 from llama_index_memory_hierarchy.retrieval.fusion import score_items
 from llama_index_memory_hierarchy.stores.base import Record
-from llama_index_memory_hierarchy.tiers.episodic import StoredTier
+from llama_index_memory_hierarchy.tiers.stored import StoredTier
 from llama_index_memory_hierarchy.tiers.working import matches
 from llama_index_memory_hierarchy.types import (
     MemoryFilter,
@@ -903,7 +903,7 @@ class SemanticMemory(StoredTier):
             await self._aadd_extracted(extraction, [memory_id], None, None)
         return done
 
-    async def _adelete_records(self, ids: Sequence[str]) -> tuple[list[str], int]:
+    async def adelete_records(self, ids: Sequence[str]) -> tuple[list[str], int]:
         """Delete facts (reinstating those they superseded) and statements with the facts only they supported."""
         state = await self._astate()
         facts = [i for i in ids if i in state.facts]
