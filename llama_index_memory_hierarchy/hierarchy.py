@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
 from llama_index.core.memory.types import BaseMemory
@@ -23,10 +23,12 @@ from pydantic import Field, PrivateAttr
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
+from llama_index_memory_hierarchy.lifecycle.deletion import adelete_memories
 from llama_index_memory_hierarchy.provenance import SIGNATURE_KEY, asigning_key, is_signed_turn, sign_turn
 from llama_index_memory_hierarchy.ranking.context import fill_budget
 from llama_index_memory_hierarchy.retrieval.retriever import HierarchyRetriever
 from llama_index_memory_hierarchy.retrieval.search import CrossTierSearch, asearch
+from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
 from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.text import count_tokens, truncate_to_tokens
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
@@ -38,7 +40,6 @@ from llama_index_memory_hierarchy.tiers.working import WorkingMemory
 from llama_index_memory_hierarchy.types import MAX_BATCH_ITEMS, MAX_METADATA_BYTES, MemoryItem, MemoryType, utcnow
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
 #: Importance given to a message by its role when the caller gives none.
 ROLE_IMPORTANCE = {"user": 0.6, "assistant": 0.4, "tool": 0.3, "system": 0.3}
@@ -90,7 +91,7 @@ def _to_message(item: MemoryItem) -> ChatMessage:
     return ChatMessage(role=role, content=item.content)
 
 
-class HierarchicalMemory(BaseMemory):
+class HierarchicalMemory(RuntimeBound, BaseMemory):
     """Working, episodic, semantic and perceptual memory for one user and session."""
 
     config: MemoryConfig = Field(default_factory=MemoryConfig, description="Settings of the hierarchy.")
@@ -180,8 +181,6 @@ class HierarchicalMemory(BaseMemory):
     async def _adelete(self, memory_type: MemoryType, ids: Sequence[str], tier: MemoryTier | None) -> list[str]:
         """Every tier deletes through the deletion path (``working.remove(id)``: a put turn goes from
         episodic memory too); the ids deleted."""
-        from llama_index_memory_hierarchy.lifecycle.deletion import adelete_memories
-
         report = await adelete_memories(self._context, self.user_id, ids, memory_type=memory_type, tier=tier)
         return list(report.deleted)
 
@@ -236,7 +235,7 @@ class HierarchicalMemory(BaseMemory):
         self, query: str, limit: int = 5, *, memory_types: Sequence[MemoryType | str] | None = None, **filters: Any
     ) -> list[MemoryItem]:
         """Sync twin of :meth:`asearch`."""
-        return self._run(self._asearch(query, limit, memory_types=memory_types, **filters))
+        return self.blocking(self.asearch(query, limit, memory_types=memory_types, **filters))
 
     async def asearch(
         self, query: str, limit: int = 5, *, memory_types: Sequence[MemoryType | str] | None = None, **filters: Any
@@ -247,10 +246,7 @@ class HierarchicalMemory(BaseMemory):
         ``filters`` are ``MemoryFilter`` keys plus ``include_history``; each item carries its
         ``score`` and ``explanation``.
         """
-        return await self._arun(self._asearch(query, limit, memory_types=memory_types, **filters))
-
-    async def _asearch(self, query: str, limit: int, **kwargs: Any) -> list[MemoryItem]:
-        return await asearch(self, query, limit, **kwargs)
+        return await asearch(self, query, limit, memory_types=memory_types, **filters)
 
     def memory_blocks(self) -> list[Any]:
         """The tiers as ``BaseMemoryBlock``s for ``llama_index.core.memory.Memory(memory_blocks=...)``."""
@@ -258,45 +254,48 @@ class HierarchicalMemory(BaseMemory):
 
         return memory_blocks(self)
 
-    # ------------------------------------------------------------------ runtime plumbing
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._context.runtime.run(coro)
-
-    async def _arun(self, coro: Coroutine[Any, Any, T]) -> T:
-        return await self._context.runtime.arun(coro)
+    @property
+    def runtime(self) -> Runtime:
+        """The store runtime this memory's coroutines run on."""
+        return self._context.runtime
 
     # ------------------------------------------------------------------ BaseMemory: writes
     def put(self, message: ChatMessage) -> None:
         """Record one message in working and episodic memory."""
-        self._run(self._aput_messages([message]))
+        self.blocking(self.aput(message))
 
     async def aput(self, message: ChatMessage) -> None:
         """Async twin of :meth:`put`."""
-        await self._arun(self._aput_messages([message]))
+        await self._aput_messages([message])
 
     def put_messages(self, messages: list[ChatMessage]) -> None:
         """Record several messages with one embedding batch and one transaction."""
-        self._run(self._aput_messages(messages))
+        self.blocking(self.aput_messages(messages))
 
     async def aput_messages(self, messages: list[ChatMessage]) -> None:
         """Async twin of :meth:`put_messages`."""
-        await self._arun(self._aput_messages(messages))
+        await self._aput_messages(messages)
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Make ``messages`` this session's short-term history (recording new ones)."""
-        self._run(self._aset(messages))
+        self.blocking(self.aset(messages))
 
     async def aset(self, messages: list[ChatMessage]) -> None:
         """Async twin of :meth:`set`."""
-        await self._arun(self._aset(messages))
+        await self.areset()
+        await self._aput_messages(messages, dedupe=True)
 
     def reset(self) -> None:
         """Start a fresh short-term context; long-term memories stay (use ``forget`` to delete)."""
-        self._run(self._areset())
+        self.blocking(self.areset())
 
     async def areset(self) -> None:
         """Async twin of :meth:`reset`."""
-        await self._arun(self._areset())
+        self._history = []
+        self._history_floor = utcnow()
+        self._context_cache = None
+        await self.working.aclear()
+        await self._manager.compressor.areset(self.session_id)
 
     @traced("put")
     async def _aput_messages(self, messages: Sequence[ChatMessage], *, dedupe: bool = False) -> list[str]:
@@ -362,17 +361,6 @@ class HierarchicalMemory(BaseMemory):
         metadata = {**item.metadata, "working_view": f"first {count_tokens(head)} of {tokens} tokens"}
         return item.model_copy(update={"content": f"{head}…", "metadata": metadata})
 
-    async def _aset(self, messages: list[ChatMessage]) -> None:
-        await self._areset()
-        await self._aput_messages(messages, dedupe=True)
-
-    async def _areset(self) -> None:
-        self._history = []
-        self._history_floor = utcnow()
-        self._context_cache = None
-        await self.working.aclear()
-        await self._manager.compressor.areset(self.session_id)
-
     # ------------------------------------------------------------------ BaseMemory: reads
     async def _ahistory(self) -> list[tuple[str, ChatMessage, int]]:
         """This session's messages (loaded once from episodic memory, then kept in step)."""
@@ -390,25 +378,19 @@ class HierarchicalMemory(BaseMemory):
 
     def get_all(self) -> list[ChatMessage]:
         """Every message of this session's short-term history."""
-        return self._run(self._aget_all())
+        return self.blocking(self.aget_all())
 
     async def aget_all(self) -> list[ChatMessage]:
         """Async twin of :meth:`get_all`."""
-        return await self._arun(self._aget_all())
-
-    async def _aget_all(self) -> list[ChatMessage]:
         return [message for _, message, _ in await self._ahistory()]
 
     def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
         """Recent history within the token budget, with the retrieved memories after the latest user message."""
-        return self._run(self._aget(input, **kwargs))
-
-    async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
-        """Async twin of :meth:`get`."""
-        return await self._arun(self._aget(input, **kwargs))
+        return self.blocking(self.aget(input, **kwargs))
 
     @traced("get")
-    async def _aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+    async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+        """Async twin of :meth:`get`."""
         history = await self._ahistory()
         compressor = self._manager.compressor  # older turns beyond the budget fold into a running summary
         pending, summary = await compressor.acompress(history, self.config.chat_history_token_limit, self.session_id)
@@ -455,7 +437,7 @@ class HierarchicalMemory(BaseMemory):
         profile_limit = min(self._manager.settings.profile_token_limit, self.config.memory_context_token_limit // 2)
         # spare candidates: the history window is ranked too (so that what repeats it collapses into it) and
         # dropped, and a line too long for what is left of the budget leaves room to the next
-        recall = self._asearch(query, 2 * limit + min(len(exclude), 2 * limit))
+        recall = self.asearch(query, 2 * limit + min(len(exclude), 2 * limit))
         try:
             items, profile = await asyncio.gather(recall, self._manager.aprofile_text(profile_limit))
         except MemoryValidationError:

@@ -216,7 +216,7 @@ async def _areset_live(context: StoreContext, user_id: str, report: ErasureRepor
 
     for memory in live_memories(context):
         if memory.user_id == user_id and not getattr(memory, "_closed", False):
-            await memory._areset()
+            await memory.areset()
             memory.manager.compressor.forget_cached()
             report.live_memories += 1
 

@@ -83,7 +83,7 @@ class EpisodicMemory(StoredTier):
         limit: int | None = None,
     ) -> list[MemoryItem]:
         """Sync twin of :meth:`aget_timeline`."""
-        return self._run(self.aget_timeline(start, end, session_id, limit))
+        return self.blocking(self.aget_timeline(start, end, session_id, limit))
 
     async def aget_session(self, session_id: str | None = None) -> list[MemoryItem]:
         """Every event of one session (default: the current one), oldest first."""
@@ -92,7 +92,7 @@ class EpisodicMemory(StoredTier):
 
     def get_session(self, session_id: str | None = None) -> list[MemoryItem]:
         """Sync twin of :meth:`aget_session`."""
-        return self._run(self.aget_session(session_id))
+        return self.blocking(self.aget_session(session_id))
 
     async def afind_patterns(self, top_n: int = 10, min_sessions: int = 2) -> dict[str, Any]:
         """Recurring topics and times, computed from this user's events.
@@ -127,7 +127,7 @@ class EpisodicMemory(StoredTier):
 
     def find_patterns(self, top_n: int = 10, min_sessions: int = 2) -> dict[str, Any]:
         """Sync twin of :meth:`afind_patterns`."""
-        return self._run(self.afind_patterns(top_n, min_sessions))
+        return self.blocking(self.afind_patterns(top_n, min_sessions))
 
 
 _STOPWORDS = frozenset(

@@ -230,7 +230,7 @@ class PerceptualMemory(StoredTier):
         overrides ``settings.store_files`` (copy vs reference by path). The event time
         defaults to the EXIF capture time, else now.
         """
-        return await self._runtime.arun(
+        return await self.runtime.arun(
             self._aadd_perception(
                 data_or_path,
                 modality,
@@ -247,7 +247,7 @@ class PerceptualMemory(StoredTier):
 
     def add_perception(self, data_or_path: Any, modality: Modality | str | None = None, **kwargs: Any) -> str:
         """Sync twin of :meth:`aadd_perception`."""
-        return self._run(self.aadd_perception(data_or_path, modality, **kwargs))
+        return self.blocking(self.aadd_perception(data_or_path, modality, **kwargs))
 
     def _source(self, data: Any, modality: Modality | None, filename: str | None) -> tuple[Any, str | None, bool]:
         """Normalise the input to something :meth:`FileStore.stage` reads: (source, filename, is_path)."""
@@ -592,7 +592,7 @@ class PerceptualMemory(StoredTier):
                 await asyncio.to_thread(self.files.delete_user, self.user_id)
                 return len(deleted)
 
-        return await self._runtime.arun(clear())
+        return await self.runtime.arun(clear())
 
     async def agarbage_collect(self) -> dict[str, int]:
         """Repair after a crash: delete stored files and satellite vectors no perception refers to."""
@@ -619,11 +619,11 @@ class PerceptualMemory(StoredTier):
                         files += 1
                 return {"vectors": len(orphans), "files": files}
 
-        return await self._runtime.arun(collect())
+        return await self.runtime.arun(collect())
 
     def garbage_collect(self) -> dict[str, int]:
         """Sync twin of :meth:`agarbage_collect`."""
-        return self._run(self.agarbage_collect())
+        return self.blocking(self.agarbage_collect())
 
     async def aget_stats(self) -> dict[str, Any]:
         stats = await super().aget_stats()
@@ -654,7 +654,7 @@ class PerceptualMemory(StoredTier):
             raise MemoryValidationError("limit", f"must be a positive integer, got {limit!r}")
         flt = MemoryFilter.from_kwargs(**filters)
         merged = MemoryFilter(**{**flt.model_dump(), "metadata": {**(flt.metadata or {}), "modality": value.value}})
-        records = await self._runtime.arun(
+        records = await self.runtime.arun(
             self.context.records.query(
                 self.user_id, memory_type=self.memory_type, filters=merged, order_by="-timestamp", limit=limit
             )
@@ -663,7 +663,7 @@ class PerceptualMemory(StoredTier):
 
     def get_by_modality(self, modality: Modality | str, limit: int | None = None, **filters: Any) -> list[MemoryItem]:
         """Sync twin of :meth:`aget_by_modality`."""
-        return self._run(self.aget_by_modality(modality, limit, **filters))
+        return self.blocking(self.aget_by_modality(modality, limit, **filters))
 
     async def aretrieve(self, query: str, limit: int = 5, **filters: Any) -> list[MemoryItem]:
         """Perceptions for a text query (captions, and CLIP/audio text spaces when configured).
@@ -691,7 +691,7 @@ class PerceptualMemory(StoredTier):
                 self.context.spawn(self.context.records.touch(self.user_id, [item.id for item in ranked]))
             return ranked
 
-        return await self._runtime.arun(run())
+        return await self.runtime.arun(run())
 
     async def arank(self, query: str, flt: MemoryFilter, limit: int) -> dict[str, float]:
         return (await self._asearch_text(query, None, flt, limit, None)).relevance
@@ -742,7 +742,7 @@ class PerceptualMemory(StoredTier):
             top = max(found.relevance.values(), default=1.0) or 1.0
             return [item.model_copy(update={"score": found.relevance[item.id] / top}) for item in items[:limit]]
 
-        return await self._runtime.arun(run())
+        return await self.runtime.arun(run())
 
     def cross_modal_search(
         self,
@@ -753,7 +753,7 @@ class PerceptualMemory(StoredTier):
         **kwargs: Any,
     ) -> list[MemoryItem]:
         """Sync twin of :meth:`across_modal_search`."""
-        return self._run(self.across_modal_search(query, query_modality, target_modality, limit, **kwargs))
+        return self.blocking(self.across_modal_search(query, query_modality, target_modality, limit, **kwargs))
 
     @staticmethod
     def _check_limit(limit: Any) -> int:
@@ -941,7 +941,7 @@ class PerceptualMemory(StoredTier):
 
     def path_of(self, memory_id: str) -> Path:
         """Sync twin of :meth:`apath_of`."""
-        return self._run(self.apath_of(memory_id))
+        return self.blocking(self.apath_of(memory_id))
 
     async def adescribe_for_context(
         self, items: Sequence[MemoryItem], *, include_images: bool = False, max_images: int = 4
@@ -979,7 +979,7 @@ class PerceptualMemory(StoredTier):
         self, items: Sequence[MemoryItem], *, include_images: bool = False, max_images: int = 4
     ) -> list[str | ImageBlock]:
         """Sync twin of :meth:`adescribe_for_context`."""
-        return self._run(self.adescribe_for_context(items, include_images=include_images, max_images=max_images))
+        return self.blocking(self.adescribe_for_context(items, include_images=include_images, max_images=max_images))
 
     async def agenerate_content(
         self,
@@ -1035,11 +1035,11 @@ class PerceptualMemory(StoredTier):
                 for temp in scratch:
                     temp.unlink(missing_ok=True)
 
-        return await self._runtime.arun(run())
+        return await self.runtime.arun(run())
 
     def generate_content(self, prompt: str, perception_ids: Sequence[str], **kwargs: Any) -> str:
         """Sync twin of :meth:`agenerate_content`."""
-        return self._run(self.agenerate_content(prompt, perception_ids, **kwargs))
+        return self.blocking(self.agenerate_content(prompt, perception_ids, **kwargs))
 
 
 def _raw_image_bytes(data: bytes) -> bytes:

@@ -380,7 +380,7 @@ class SemanticMemory(StoredTier):
 
     def rebuild_graph(self) -> int:
         """Sync twin of :meth:`arebuild_graph`."""
-        return self._run(self.arebuild_graph())
+        return self.blocking(self.arebuild_graph())
 
     async def _arebuild(self, state: _UserState) -> int:
         await self.graph.aclear_user(self.user_id)
@@ -458,7 +458,7 @@ class SemanticMemory(StoredTier):
 
     def add_fact(self, subject: str, predicate: str, object: str, **kwargs: Any) -> str:
         """Sync twin of :meth:`aadd_fact`."""
-        return self._run(self.aadd_fact(subject, predicate, object, **kwargs))
+        return self.blocking(self.aadd_fact(subject, predicate, object, **kwargs))
 
     async def aadd_facts(self, facts: Sequence[FactInput | dict[str, Any] | tuple[str, str, str]]) -> list[str]:
         """Add many facts with one embedding batch and one record transaction; ids in order."""
@@ -469,7 +469,7 @@ class SemanticMemory(StoredTier):
 
     def add_facts(self, facts: Sequence[FactInput | dict[str, Any] | tuple[str, str, str]]) -> list[str]:
         """Sync twin of :meth:`aadd_facts`."""
-        return self._run(self.aadd_facts(facts))
+        return self.blocking(self.aadd_facts(facts))
 
     def _fact_input(self, fact: Any, position: int) -> FactInput:
         field_name = f"facts[{position}]"
@@ -712,7 +712,7 @@ class SemanticMemory(StoredTier):
 
     def extract_and_add(self, text: str, **kwargs: Any) -> list[str]:
         """Sync twin of :meth:`aextract_and_add`."""
-        return self._run(self.aextract_and_add(text, **kwargs))
+        return self.blocking(self.aextract_and_add(text, **kwargs))
 
     async def aextract_and_add_many(
         self,
@@ -806,7 +806,7 @@ class SemanticMemory(StoredTier):
         """Store statements (extracting their facts) and triplet items as facts; ids in order."""
         if not items:
             return []
-        return await self._runtime.arun(self._aadd_items(items, embeddings, dedupe))
+        return await self.runtime.arun(self._aadd_items(items, embeddings, dedupe))
 
     async def _aadd_items(
         self, items: Sequence[MemoryItem], embeddings: Sequence[Any] | None, dedupe: bool
@@ -870,7 +870,7 @@ class SemanticMemory(StoredTier):
         A fact's content is its triplet: add the corrected fact instead (it supersedes a
         functional one) and remove the wrong one.
         """
-        return await self._runtime.arun(self._aupdate(memory_id, content, importance, metadata))
+        return await self.runtime.arun(self._aupdate(memory_id, content, importance, metadata))
 
     async def _aupdate(
         self, memory_id: str, content: str | None, importance: float | None, metadata: dict[str, Any] | None
@@ -916,11 +916,11 @@ class SemanticMemory(StoredTier):
     async def aremove_sources(self, source_ids: Sequence[str]) -> int:
         """Forget that these memories said anything: facts only they supported go; return how many."""
         ids = [validate_memory_id(s, "source_ids") for s in source_ids]
-        return await self._runtime.arun(self._aremove_sources(ids))
+        return await self.runtime.arun(self._aremove_sources(ids))
 
     def remove_sources(self, source_ids: Sequence[str]) -> int:
         """Sync twin of :meth:`aremove_sources`."""
-        return self._run(self.aremove_sources(source_ids))
+        return self.blocking(self.aremove_sources(source_ids))
 
     async def _aremove_sources(self, source_ids: Sequence[str]) -> int:
         state = await self._astate()
@@ -990,7 +990,7 @@ class SemanticMemory(StoredTier):
 
     async def aclear(self) -> int:
         """Delete every semantic memory of this user and their subgraph (nothing of other users)."""
-        return await self._runtime.arun(self._aclear())
+        return await self.runtime.arun(self._aclear())
 
     async def _aclear(self) -> int:
         state = await self._astate()
@@ -1023,7 +1023,7 @@ class SemanticMemory(StoredTier):
 
         ``include_history=True`` also returns superseded facts.
         """
-        return await self._runtime.arun(self._aretrieve(query, limit, filters))
+        return await self.runtime.arun(self._aretrieve(query, limit, filters))
 
     async def _aretrieve(self, query: str, limit: int, filters: dict[str, Any]) -> list[MemoryItem]:
         query = validate_content(query, "query")
@@ -1158,7 +1158,7 @@ class SemanticMemory(StoredTier):
 
     def search_entities(self, query: str, limit: int = 10) -> list[EntityInfo]:
         """Sync twin of :meth:`asearch_entities`."""
-        return self._run(self.asearch_entities(query, limit))
+        return self.blocking(self.asearch_entities(query, limit))
 
     def _entity_info(self, state: _UserState, entity: Entity, score: float | None = None) -> EntityInfo:
         return EntityInfo(
@@ -1178,7 +1178,7 @@ class SemanticMemory(StoredTier):
 
     def get_entity(self, name: str) -> EntityInfo | None:
         """Sync twin of :meth:`aget_entity`."""
-        return self._run(self.aget_entity(name))
+        return self.blocking(self.aget_entity(name))
 
     async def aget_related_entities(
         self, name: str, depth: int = 1, relation_types: Sequence[str] | None = None, limit: int = 50
@@ -1235,7 +1235,7 @@ class SemanticMemory(StoredTier):
         self, name: str, depth: int = 1, relation_types: Sequence[str] | None = None, limit: int = 50
     ) -> list[RelatedEntity]:
         """Sync twin of :meth:`aget_related_entities`."""
-        return self._run(self.aget_related_entities(name, depth, relation_types, limit))
+        return self.blocking(self.aget_related_entities(name, depth, relation_types, limit))
 
     async def aget_facts(self, entity: str, include_history: bool = False) -> list[MemoryItem]:
         """Facts about an entity (as subject or object): current ones, or all with history, oldest first."""
@@ -1250,7 +1250,7 @@ class SemanticMemory(StoredTier):
 
     def get_facts(self, entity: str, include_history: bool = False) -> list[MemoryItem]:
         """Sync twin of :meth:`aget_facts`."""
-        return self._run(self.aget_facts(entity, include_history))
+        return self.blocking(self.aget_facts(entity, include_history))
 
     # ------------------------------------------------------------------ export
     async def aexport_knowledge_graph(
@@ -1303,4 +1303,4 @@ class SemanticMemory(StoredTier):
         self, format: str = "json", *, path: str | Path | None = None, include_history: bool = False
     ) -> str:
         """Sync twin of :meth:`aexport_knowledge_graph`."""
-        return self._run(self.aexport_knowledge_graph(format, path=path, include_history=include_history))
+        return self.blocking(self.aexport_knowledge_graph(format, path=path, include_history=include_history))
