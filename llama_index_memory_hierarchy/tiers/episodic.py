@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from llama_index_memory_hierarchy.retrieval.pipeline import DEFAULT_RECIPE, format_turn, keyword_document
+from llama_index_memory_hierarchy.ranking.pipeline import DEFAULT_RECIPE, format_turn, keyword_document
 from llama_index_memory_hierarchy.stores.base import Record
 from llama_index_memory_hierarchy.text import keyword_tokens
 from llama_index_memory_hierarchy.tiers.stored import StoredTier, speaker_of

@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
-from llama_index_memory_hierarchy.retrieval.fusion import recency, score_items
-from llama_index_memory_hierarchy.retrieval.pipeline import DEFAULT_RECIPE, Candidate, keyword_terms, rank_candidates
+from llama_index_memory_hierarchy.ranking.fusion import recency, score_items
+from llama_index_memory_hierarchy.ranking.pipeline import DEFAULT_RECIPE, Candidate, keyword_terms, rank_candidates
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, Record
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
-from llama_index_memory_hierarchy.tiers.working import matches
-from llama_index_memory_hierarchy.types import MemoryFilter, MemoryItem, as_utc, utcnow, validate_content
+from llama_index_memory_hierarchy.types import MemoryFilter, MemoryItem, as_utc, matches, utcnow, validate_content
 
 if TYPE_CHECKING:
     from llama_index_memory_hierarchy.stores.context import StoreContext
@@ -216,7 +215,7 @@ class StoredTier(MemoryTier):
         Dense and keyword candidates are pooled; every candidate gets its exact cosine from
         its stored vector (so none loses a signal for missing one index's cut), scores are
         fused after normalisation, then boosted by the query's named people and times
-        (``retrieval.pipeline.rank_candidates``).
+        (``ranking.pipeline.rank_candidates``).
         """
         candidates = max(limit * self.config.candidate_multiplier, DEFAULT_RECIPE.candidates)
         vector = await self.context.embeddings.aembed_query(query)
