@@ -39,6 +39,7 @@ from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreErro
 from llama_index_memory_hierarchy.lifecycle import tables as lifecycle_tables
 from llama_index_memory_hierarchy.stores.base import Record
 from llama_index_memory_hierarchy.stores.schema import index_outbox, memories, user_scoped_tables
+from llama_index_memory_hierarchy.tiers.semantic import areset_semantic_state
 from llama_index_memory_hierarchy.tiers.tierset import TierSet
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType, validate_identifier
 
@@ -461,12 +462,11 @@ async def _aimport_tables(context: StoreContext, tables: dict[str, Any], user_id
 
 async def _arefresh_semantic(context: StoreContext, user_id: str, records: list[Record]) -> None:
     """Reload the user's semantic index and rebuild their graph from the imported facts."""
-    from llama_index_memory_hierarchy.lifecycle.erasure import _areset_semantic_state
     from llama_index_memory_hierarchy.lifecycle.manager import live_memories
 
     if not any(r.item.memory_type is MemoryType.SEMANTIC for r in records):
         return
-    await _areset_semantic_state(context, user_id)
+    await areset_semantic_state(context, user_id)
     # the graph each open memory of the user was given (``graph_store=``), else the configured one
     tier_sets = [m.tier_set for m in live_memories(context) if m.user_id == user_id] or [
         TierSet(context, user_id=user_id)
