@@ -41,6 +41,30 @@ class FactInput(BaseModel):
     extractor: str = "manual"
     importance: float | None = None
 
+    @classmethod
+    def extracted(
+        cls,
+        fact: ExtractedFact,
+        *,
+        source_ids: Sequence[str],
+        valid_at: datetime | None,
+        importance: float | None,
+        extractor: str | None = None,
+    ) -> FactInput:
+        """The input for an extractor's fact with its provenance (``extractor`` defaults to the fact's own)."""
+        return cls(
+            subject=fact.subject,
+            predicate=fact.predicate,
+            object=fact.object,
+            subject_type=fact.subject_type,
+            object_type=fact.object_type,
+            valid_at=valid_at,
+            source_ids=list(source_ids),
+            confidence=fact.confidence,
+            extractor=extractor or fact.extractor,
+            importance=importance,
+        )
+
 
 def fact_input(field: str, **data: Any) -> FactInput:
     """A :class:`FactInput`, with a wrong value reported as a :class:`MemoryValidationError` naming it."""
@@ -112,21 +136,8 @@ def from_extracted(
 ) -> FactInput | None:
     """The input for an extracted fact pointing to ``source``; None (logged) when it is not a valid fact."""
     try:
-        return check_fact(
-            FactInput(
-                subject=fact.subject,
-                predicate=fact.predicate,
-                object=fact.object,
-                subject_type=fact.subject_type,
-                object_type=fact.object_type,
-                valid_at=valid_at,
-                source_ids=[source] if source else [],
-                confidence=fact.confidence,
-                extractor=fact.extractor,
-                importance=importance,
-            ),
-            0,
-        )
+        provenance = [source] if source else []
+        return check_fact(FactInput.extracted(fact, source_ids=provenance, valid_at=valid_at, importance=importance), 0)
     except MemoryValidationError as exc:
         logger.debug("skipping extracted fact %r: %s", fact, exc)
         return None

@@ -341,11 +341,6 @@ class SemanticMemory(StoredTier):
         """Store statements (extracting their facts) and triplet items as facts; ids in order."""
         if not items:
             return []
-        return await self.runtime.arun(self._aadd_items(items, embeddings, dedupe))
-
-    async def _aadd_items(
-        self, items: Sequence[MemoryItem], embeddings: Sequence[Any] | None, dedupe: bool
-    ) -> list[str]:
         state = await self._astate()
         ids: list[str | None] = [None] * len(items)
         facts: list[tuple[int, FactInput]] = []
@@ -388,11 +383,6 @@ class SemanticMemory(StoredTier):
         A fact's content is its triplet: add the corrected fact instead (it supersedes a
         functional one) and remove the wrong one.
         """
-        return await self.runtime.arun(self._aupdate(memory_id, content, importance, metadata))
-
-    async def _aupdate(
-        self, memory_id: str, content: str | None, importance: float | None, metadata: dict[str, Any] | None
-    ) -> bool:
         memory_id = self.check_id(memory_id)
         state = await self._astate()
         current = await self.aget(memory_id)
@@ -434,7 +424,7 @@ class SemanticMemory(StoredTier):
     async def aremove_sources(self, source_ids: Sequence[str]) -> int:
         """Forget that these memories said anything: facts only they supported go; return how many."""
         ids = [validate_memory_id(s, "source_ids") for s in source_ids]
-        return await self.runtime.arun(self._aremove_sources(ids))
+        return await self._aremove_sources(ids)
 
     def remove_sources(self, source_ids: Sequence[str]) -> int:
         """Sync twin of :meth:`aremove_sources`."""
@@ -473,9 +463,6 @@ class SemanticMemory(StoredTier):
 
     async def aclear(self) -> int:
         """Delete every semantic memory of this user and their subgraph (nothing of other users)."""
-        return await self.runtime.arun(self._aclear())
-
-    async def _aclear(self) -> int:
         state = await self._astate()
         async with state.lock:
             deleted = await self.context.records.delete_where(self.user_id, memory_type=self.memory_type)
@@ -506,9 +493,6 @@ class SemanticMemory(StoredTier):
 
         ``include_history=True`` also returns superseded facts.
         """
-        return await self.runtime.arun(self._aretrieve(query, limit, filters))
-
-    async def _aretrieve(self, query: str, limit: int, filters: dict[str, Any]) -> list[MemoryItem]:
         query = validate_content(query, "query")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise MemoryValidationError("limit", f"must be a positive integer, got {limit!r}")
