@@ -39,16 +39,16 @@ from pydantic import BaseModel, Field
 from llama_index_memory_hierarchy.errors import LLMReplyError, MemoryValidationError
 from llama_index_memory_hierarchy.extraction import ExtractedFact, OfflineExtractor, grounded, normalize_predicate
 from llama_index_memory_hierarchy.instrumentation import traced
-from llama_index_memory_hierarchy.lifecycle._llm import (
+from llama_index_memory_hierarchy.lifecycle.compression import extractive_summary
+from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
+from llama_index_memory_hierarchy.lifecycle.importance import ImportanceEstimator
+from llama_index_memory_hierarchy.lifecycle.llm import (
     SOURCES,
     acomplete,
     object_schema,
     parse_json,
     repeats_source,
 )
-from llama_index_memory_hierarchy.lifecycle.compression import extractive_summary
-from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
-from llama_index_memory_hierarchy.lifecycle.importance import ImportanceEstimator
 from llama_index_memory_hierarchy.lifecycle.reflection import ReflectionReport, Reflector
 from llama_index_memory_hierarchy.tiers.semantic import FactInput
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType

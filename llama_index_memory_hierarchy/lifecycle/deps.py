@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from llama_index_memory_hierarchy.config import MemoryConfig
-from llama_index_memory_hierarchy.lifecycle._llm import configured_llm
+from llama_index_memory_hierarchy.lifecycle.llm import configured_llm
 from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
 from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
 from llama_index_memory_hierarchy.retrieval.search import CrossTierSearch

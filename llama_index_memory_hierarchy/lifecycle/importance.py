@@ -20,7 +20,7 @@ import re
 from typing import Any
 
 from llama_index_memory_hierarchy.errors import LLMReplyError
-from llama_index_memory_hierarchy.lifecycle._llm import acomplete, object_schema, parse_rating
+from llama_index_memory_hierarchy.lifecycle.llm import acomplete, object_schema, parse_rating
 from llama_index_memory_hierarchy.ranking.fusion import reinforcement
 from llama_index_memory_hierarchy.types import MemoryItem
 

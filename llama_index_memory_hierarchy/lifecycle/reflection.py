@@ -27,14 +27,14 @@ from pydantic import BaseModel, Field
 
 from llama_index_memory_hierarchy.errors import LLMReplyError
 from llama_index_memory_hierarchy.extraction import is_noun
-from llama_index_memory_hierarchy.lifecycle._llm import (
+from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
+from llama_index_memory_hierarchy.lifecycle.llm import (
     SOURCES,
     acomplete,
     object_schema,
     parse_json,
     repeats_source,
 )
-from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
 
 logger = logging.getLogger(__name__)

@@ -54,6 +54,7 @@ from llama_index_memory_hierarchy.types import (
     validate_content,
     validate_importance,
     validate_metadata,
+    validate_positive_int,
 )
 
 if TYPE_CHECKING:
@@ -398,8 +399,7 @@ class PerceptualMemory(StoredTier):
         """This user's perceptions of one modality, newest first."""
         value = as_modality(modality)
         assert value is not None
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-            raise MemoryValidationError("limit", f"must be a positive integer, got {limit!r}")
+        limit = None if limit is None else validate_positive_int(limit, "limit")
         flt = MemoryFilter.from_kwargs(**filters)
         merged = MemoryFilter(**{**flt.model_dump(), "metadata": {**(flt.metadata or {}), "modality": value.value}})
         records = await self.context.records.query(
@@ -418,7 +418,7 @@ class PerceptualMemory(StoredTier):
         which signal matched in ``metadata["match_signal"]``.
         """
         query = validate_content(query, "query")
-        limit = self._check_limit(limit)
+        limit = validate_positive_int(limit, "limit")
         flt = MemoryFilter.from_kwargs(**filters)
 
         found = await self.search.asearch_text(query, None, flt, limit, None)
@@ -466,7 +466,7 @@ class PerceptualMemory(StoredTier):
         """
         q_modality = as_modality(query_modality, "query_modality") if query_modality != "embedding" else None
         target = as_modality(target_modality, "target_modality")
-        limit = self._check_limit(limit)
+        limit = validate_positive_int(limit, "limit")
         flt = MemoryFilter.from_kwargs(**filters)
         wanted = None if signals is None else {str(s) for s in signals}
 
@@ -494,12 +494,6 @@ class PerceptualMemory(StoredTier):
     ) -> list[MemoryItem]:
         """Sync twin of :meth:`across_modal_search`."""
         return self.blocking(self.across_modal_search(query, query_modality, target_modality, limit, **kwargs))
-
-    @staticmethod
-    def _check_limit(limit: Any) -> int:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise MemoryValidationError("limit", f"must be a positive integer, got {limit!r}")
-        return limit
 
     async def aencoder_text_hits(
         self, encoder: PerceptionEncoder, query: str, flt: MemoryFilter, limit: int

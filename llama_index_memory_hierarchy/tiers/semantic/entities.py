@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from llama_index_memory_hierarchy.entity_resolution import Entity, name_tokens, normalize_name
 from llama_index_memory_hierarchy.extraction import USER_ENTITY
+from llama_index_memory_hierarchy.ranking.fusion import rrf_fuse
 from llama_index_memory_hierarchy.tiers.semantic.state import SemanticState
 
 _FIRST_PERSON = {"i", "me", "my", "mine", "myself", "we", "our"}
@@ -84,10 +85,5 @@ def rank_entities(state: SemanticState, query: str, vector: Any, *, limit: int, 
         for eid, score in registry.vectors.nearest(vector, k=limit * 2)
         if eid in registry.entities and score >= 0.4
     ]
-    scores: dict[str, float] = {}
-    for rank, entity in enumerate(by_words, start=1):
-        scores[entity.id] = scores.get(entity.id, 0.0) + 1.0 / (rrf_k + rank)
-    for rank, (entity, _) in enumerate(by_vector, start=1):
-        scores[entity.id] = scores.get(entity.id, 0.0) + 1.0 / (rrf_k + rank)
-    ranked = sorted(scores, key=lambda eid: scores[eid], reverse=True)[:limit]
-    return [entity_info(state, registry.entities[eid], scores[eid]) for eid in ranked]
+    fused = rrf_fuse([[entity.id for entity in by_words], [entity.id for entity, _ in by_vector]], k=rrf_k)
+    return [entity_info(state, registry.entities[eid], score) for eid, score in fused[:limit]]

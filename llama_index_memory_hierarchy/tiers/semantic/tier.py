@@ -32,7 +32,7 @@ from llama_index_memory_hierarchy.extraction import (
     normalize_predicate,
 )
 from llama_index_memory_hierarchy.llms import resolve_llm
-from llama_index_memory_hierarchy.ranking.fusion import score_items
+from llama_index_memory_hierarchy.ranking.fusion import rrf_fuse, score_items
 from llama_index_memory_hierarchy.stores.base import Record
 from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
 from llama_index_memory_hierarchy.tiers.semantic.entities import EntityInfo, entity_info, find_entity, rank_entities
@@ -66,6 +66,7 @@ from llama_index_memory_hierarchy.types import (
     utcnow,
     validate_content,
     validate_memory_id,
+    validate_positive_int,
 )
 
 if TYPE_CHECKING:
@@ -494,19 +495,16 @@ class SemanticMemory(StoredTier):
         ``include_history=True`` also returns superseded facts.
         """
         query = validate_content(query, "query")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise MemoryValidationError("limit", f"must be a positive integer, got {limit!r}")
+        limit = validate_positive_int(limit, "limit")
         include_history = bool(filters.pop("include_history", False))
         flt = MemoryFilter.from_kwargs(**filters)
         state = await self._astate()
         hybrid = await self.arank(query, flt, limit)
         graph_ranking = await self._agraph_ranking(state, query, max(limit * self.config.candidate_multiplier, 20))
-        k = self.config.rrf_k
         # the hybrid ranking and the graph ranking meet by reciprocal rank (their scores differ in scale)
         ordered = sorted(hybrid, key=lambda fact_id: hybrid[fact_id], reverse=True)
-        relevance = {fact_id: 1.0 / (k + rank) for rank, fact_id in enumerate(ordered, start=1)}
-        for rank, fact_id in enumerate(graph_ranking, start=1):
-            relevance[fact_id] = relevance.get(fact_id, 0.0) + self.settings.graph_weight / (k + rank)
+        weights = [1.0, self.settings.graph_weight]
+        relevance = dict(rrf_fuse([ordered, graph_ranking], weights, k=self.config.rrf_k))
         records = await self.context.records.get(self.user_id, list(relevance))
         items = [
             r.item
@@ -580,8 +578,7 @@ class SemanticMemory(StoredTier):
         """Entities within ``depth`` (1-3) hops of ``name`` in the graph, nearest first."""
         if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 3:
             raise MemoryValidationError("depth", f"must be 1, 2 or 3, got {depth!r}")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise MemoryValidationError("limit", f"must be a positive integer, got {limit!r}")
+        limit = validate_positive_int(limit, "limit")
         validate_content(name, "name")
         types = [normalize_predicate(t) for t in relation_types] if relation_types else None
         state = await self._astate()
