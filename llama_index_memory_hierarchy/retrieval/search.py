@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from llama_index_memory_hierarchy.calibration import SimilarityCalibration, acalibration, group_of
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.language import query_stopwords
@@ -124,12 +125,12 @@ def memory_types_of(memory_types: Sequence[MemoryType | str] | MemoryType | str 
 
 
 @functools.lru_cache(maxsize=8192)
-def _text_profile(content: str) -> tuple[frozenset[str], frozenset[str], str, bool]:
+def _text_profile(content: str) -> tuple[frozenset[str], frozenset[str], str, bool, str]:
     """What ranking reads from a memory's text, once per distinct text: its content words, their stems,
-    its identity (normalised text) and whether it mentions a time."""
+    its identity (normalised text), whether it mentions a time and its similarity calibration group."""
     words = information_words(keyword_tokens(content), query_stopwords())
     stems = frozenset(light_stem(word) for word in words)
-    return words, stems, normalised_text(content), has_time_expression(content)
+    return words, stems, normalised_text(content), has_time_expression(content), group_of(content)
 
 
 def _speaker(item: MemoryItem) -> str | None:
@@ -189,10 +190,11 @@ class CrossTierSearch:
             await asyncio.gather(pending, return_exceptions=True)
         context = self.memory.context
         vector = await context.embeddings.aembed_query(query)
+        calibration = await acalibration(context.embeddings)
         candidates = await self._acandidates(query, vector, types, flt, limit, include_history)
         if not candidates:
             return []
-        ranked = self._score(query, list(candidates.values()), limit)
+        ranked = self._score(query, list(candidates.values()), limit, calibration)
         durable = [item.id for item in ranked if item.memory_type is not MemoryType.WORKING]
         if durable:
             self._pending = asyncio.ensure_future(context.records.touch(self.memory.user_id, durable))
@@ -250,9 +252,9 @@ class CrossTierSearch:
         cosine = dict(dense)
         for memory_id, cand in found.items():
             if memory_id in cosine:
-                cand.dense = max(cosine[memory_id], 0.0)
+                cand.dense = cosine[memory_id]
             elif cand.vector is not None and cand.vector.shape == vector.shape:
-                cand.dense = max(float(np.dot(vector, cand.vector)), 0.0)
+                cand.dense = float(np.dot(vector, cand.vector))
         hits = {i: s for i, s in keyword if i in found}
         top = max(hits.values(), default=0.0)
         terms = set(index_terms(" ".join(keyword_terms(query))))
@@ -292,7 +294,9 @@ class CrossTierSearch:
         return best
 
     # ------------------------------------------------------------------ scoring
-    def _score(self, query: str, candidates: list[_Candidate], limit: int) -> list[MemoryItem]:
+    def _score(
+        self, query: str, candidates: list[_Candidate], limit: int, calibration: SimilarityCalibration
+    ) -> list[MemoryItem]:
         config = self.memory.config
         weights = DEFAULT_RECIPE.rerank
         graph_weight = weights.entity * self._graph_weight()
@@ -305,8 +309,13 @@ class CrossTierSearch:
         if is_content_free(query_words, matched_query=False):
             query_words = frozenset()  # "好的", "ok": sharing a word with such a query says nothing
         w_kw, w_dense = DEFAULT_RECIPE.keyword_weight, DEFAULT_RECIPE.dense_weight
+        asked = group_of(query)
         for cand in candidates:
             item = cand.item
+            # the cosine on the model's calibrated scale: unrelated texts at 0 whatever the model and languages
+            cand.dense = max(
+                calibration.calibrate(cand.dense, asked, _text_profile(item.content)[4], role="query"), 0.0
+            )
             base = w_kw * cand.keyword + w_dense * (cand.dense + cand.cross_modal)
             entity = weights.entity * entity_boost(_speaker(item), item.content, named) if named else 0.0
             when = weights.time * time_score(item.timestamp, hints) if hints else 0.0
@@ -339,7 +348,7 @@ class CrossTierSearch:
         by_key: dict[str, _Candidate] = {}
         for cand in candidates[: max(4 * limit, 20)]:
             item, parts = cand.item, cand.parts
-            words, stems, identity, _ = _text_profile(item.content)
+            words, stems, identity, _, group = _text_profile(item.content)
             free = is_content_free(words, bool(words & query_words))  # its own words: keyword text has neighbours
             if free:
                 parts["content_free"] = -(1.0 - CONTENT_FREE_FACTOR) * sum(parts.values())
@@ -354,13 +363,14 @@ class CrossTierSearch:
                     vector=cand.vector,
                     related=related,
                     content_free=free,
+                    group=group,
                     tiebreak=(item.importance, item.timestamp.timestamp(), float(item.access_count)),
                 )
             )
             by_key[item.id] = cand
         ranked: list[MemoryItem] = []
         floor = float("inf")
-        for choice in select(choices, limit):
+        for choice in select(choices, limit, calibration=calibration):
             parts = dict(by_key[choice.key].parts)
             parts["duplicate_penalty"] = -choice.penalty
             score = sum(parts.values())
