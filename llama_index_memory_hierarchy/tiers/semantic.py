@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from llama_index_memory_hierarchy.calibration import acalibration, group_of
 from llama_index_memory_hierarchy.entity_resolution import (
     Entity,
     EntityRegistry,
@@ -91,6 +92,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: Calibrated similarity (role ``"name"``) from which an entity's name matches a query by embedding.
+ENTITY_QUERY_SIMILARITY = 0.2
 #: Predicates that hold one object at a time: a new object supersedes the old fact. ``is``, ``likes``,
 #: ``has`` and ``prefers`` are not among them: "Carol is left-handed" does not end "Carol is a pilot".
 DEFAULT_FUNCTIONAL_PREDICATES = frozenset(
@@ -113,8 +116,10 @@ class SemanticSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     functional_predicates: frozenset[str] = Field(default=DEFAULT_FUNCTIONAL_PREDICATES)
-    similarity_threshold: float = Field(default=0.88, gt=0, le=1, description="Entity name similarity to merge.")
-    containment_threshold: float = Field(default=0.68, gt=0, le=1, description="Same, with token containment.")
+    similarity_threshold: float = Field(
+        default=0.85, gt=0, le=1, description="Entity name similarity to merge (calibrated: 0 unrelated, 1 identical)."
+    )
+    containment_threshold: float = Field(default=0.6, gt=0, le=1, description="Same, with token containment.")
     expansion_depth: int = Field(default=2, ge=0, le=3, description="Graph hops from query entities in retrieval.")
     graph_weight: float = Field(default=1.0, ge=0, description="Weight of the graph ranking in the fusion.")
     min_confidence: float = Field(default=0.0, ge=0, le=1, description="Extracted facts below this are dropped.")
@@ -516,7 +521,10 @@ class SemanticMemory(StoredTier):
                         await self._amerge_into_user(state, fact.object)
                     if self.resolver.name_user(registry, fact.object):
                         named.add(position)
-            resolved = await self.resolver.aresolve(registry, mentions, self.context.embeddings.aembed_texts)
+            embeddings = self.context.embeddings
+            resolved = await self.resolver.aresolve(
+                registry, mentions, embeddings.aembed_texts, await acalibration(embeddings)
+            )
             now = utcnow()
             ids: list[str | None] = []
             new: list[_Fact] = []
@@ -1143,10 +1151,14 @@ class SemanticMemory(StoredTier):
         assert registry is not None
         by_words = registry.search(query, limit=limit * 2)
         vector = await self.context.embeddings.aembed_query(query)
+        calibration = await acalibration(self.context.embeddings)
+        asked = group_of(query)
         by_vector = [
             (registry.entities[eid], score)
             for eid, score in registry.vectors.nearest(vector, k=limit * 2)
-            if eid in registry.entities and score >= 0.4
+            if eid in registry.entities
+            and calibration.calibrate(score, asked, group_of(registry.entities[eid].name), role="name")
+            >= ENTITY_QUERY_SIMILARITY
         ]
         scores: dict[str, float] = {}
         for rank, entity in enumerate(by_words, start=1):
