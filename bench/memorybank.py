@@ -38,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 from embed_cache import CachedEmbedder  # noqa: E402
-from locomo import machine, make_system, render_table, sample_questions, timing  # noqa: E402
+from locomo import machine, make_system, render_table, sample_questions, share_library_model, timing  # noqa: E402
 from locomo_data import Turn  # noqa: E402
 from locomo_retrievers import _BM25, Retriever, top_n  # noqa: E402
 from memorybank_data import LANGUAGES, MemoryBankConversation, load_memorybank, score_groups  # noqa: E402
@@ -76,15 +76,6 @@ class KeywordBM25:
 
     def search(self, query: str, k: int) -> list[str]:
         return [self._ids[i] for i in top_n(self._model.scores(self._terms(query)), min(k, self.depth))]
-
-
-def share_library_model(name: str) -> None:
-    """Load the library's embedding ``name`` once for every ``HierarchicalMemory`` (via ``Settings.embed_model``)."""
-    from llama_index.core import Settings
-
-    from llama_index_memory_hierarchy.embeddings import resolve_embed_model
-
-    Settings.embed_model = resolve_embed_model(name)
 
 
 #: Cross-language runs: memories in the first language, questions in the second.
