@@ -37,6 +37,8 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any, Literal
 
+from llama_index_memory_hierarchy.types import as_utc
+
 logger = logging.getLogger(__name__)
 
 #: Version of the keyword analysis (:func:`index_terms`); stored with the record store.
@@ -246,10 +248,6 @@ def _safe_day(year: int, month: int, day: int) -> datetime | None:
         return None
 
 
-def _as_utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
 # English dates (dateparser's English search reads "may" the verb and bare numbers as dates,
 # so English keeps these patterns, which know LoCoMo-style dates and relative periods).
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
@@ -425,7 +423,7 @@ def _chinese_time_hints(query: str, now: datetime | None) -> list[TimeHint]:
         return hints
     from dateparser.search import search_dates
 
-    base = _as_utc(now).replace(tzinfo=None)
+    base = as_utc(now).replace(tzinfo=None)
     settings = {"RELATIVE_BASE": base, "PREFER_DATES_FROM": "past", "REQUIRE_PARTS": []}
     try:
         found = search_dates(text, languages=["zh"], settings=settings) or []
@@ -454,7 +452,7 @@ def extract_time_hints(text: str, now: datetime | None = None) -> list[TimeHint]
     """
     if not text:
         return []
-    now = _as_utc(now) if now is not None else None
+    now = as_utc(now) if now is not None else None
     hints = _english_time_hints(text, now)
     if has_han(text):
         hints += _chinese_time_hints(text, now)

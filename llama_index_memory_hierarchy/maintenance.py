@@ -558,7 +558,7 @@ async def _areanalyze_keywords(records: SQLRecordStore) -> int:
     as :meth:`EpisodicMemory.abuild_records` does; every other record its content.
     """
     from llama_index_memory_hierarchy.language import ANALYZER_VERSION, keyword_text
-    from llama_index_memory_hierarchy.retrieval.pipeline import DEFAULT_RECIPE, format_turn, keyword_document
+    from llama_index_memory_hierarchy.ranking.pipeline import DEFAULT_RECIPE, format_turn, keyword_document
     from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
     from llama_index_memory_hierarchy.tiers.episodic import speaker_of
     from llama_index_memory_hierarchy.types import MemoryType
@@ -604,7 +604,7 @@ async def _areembed(config: MemoryConfig, records: SQLRecordStore, report: Rebui
     What is embedded matches the tiers: ``"speaker: text"`` for episodic turns, the content otherwise.
     """
     from llama_index_memory_hierarchy.embeddings import EmbeddingService
-    from llama_index_memory_hierarchy.retrieval.pipeline import format_turn
+    from llama_index_memory_hierarchy.ranking.pipeline import format_turn
     from llama_index_memory_hierarchy.stores.record_sql import _embedding_bytes
     from llama_index_memory_hierarchy.tiers.episodic import speaker_of
     from llama_index_memory_hierarchy.types import MemoryType

@@ -44,7 +44,7 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, Te
 from pydantic import BaseModel, Field
 
 from llama_index_memory_hierarchy.errors import LLMRequiredError, MemoryValidationError
-from llama_index_memory_hierarchy.retrieval.fusion import reciprocal_rank_fusion
+from llama_index_memory_hierarchy.ranking.fusion import rrf_fuse
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.llms import LLM
@@ -360,8 +360,8 @@ class KnowledgeRetriever(BaseRetriever):
         ]
 
         weights = [1.0 if s.source == "query" else self.expansion_weight for s in trace.searches]
-        fused = reciprocal_rank_fusion([s.ids for s in trace.searches], k=self.rrf_k, weights=weights)
-        ranked = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:top_k]
+        fused = rrf_fuse([s.ids for s in trace.searches], weights, k=self.rrf_k)
+        ranked = sorted(fused, key=lambda kv: (-kv[1], kv[0]))[:top_k]
         trace.fused = ranked
         records = await ctx.records.get(kb.user_id, [i for i, _ in ranked])
         by_id = {r.item.id: r for r in records if r.namespace == kb.namespace}
