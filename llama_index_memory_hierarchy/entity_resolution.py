@@ -284,7 +284,7 @@ EmbedFn = Callable[[Sequence[str]], Awaitable[np.ndarray]]
 class EntityResolver:
     """Resolves mentions against a registry: alias, then containment + similarity, then similarity."""
 
-    def __init__(self, *, similarity_threshold: float = 0.85, containment_threshold: float = 0.6) -> None:
+    def __init__(self, *, similarity_threshold: float = 0.85, containment_threshold: float = 0.45) -> None:
         for name, value in (
             ("similarity_threshold", similarity_threshold),
             ("containment_threshold", containment_threshold),
