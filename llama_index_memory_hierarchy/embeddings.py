@@ -32,6 +32,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import Field, PrivateAttr
 
 from llama_index_memory_hierarchy.errors import EmbeddingDimensionError, MemoryValidationError
+from llama_index_memory_hierarchy.types import validate_positive_int
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_memory_hierarchy.config import MemoryConfig
@@ -357,12 +358,10 @@ class EmbeddingService:
         dim: int | None = None,
         space: str | None = None,
     ) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise MemoryValidationError("batch_size", f"must be a positive integer, got {batch_size!r}")
+        batch_size = validate_positive_int(batch_size, "batch_size")
         if isinstance(query_cache_size, bool) or not isinstance(query_cache_size, int) or query_cache_size < 0:
             raise MemoryValidationError("query_cache_size", f"must be an integer >= 0, got {query_cache_size!r}")
-        if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or dim < 1):
-            raise MemoryValidationError("dim", f"must be a positive integer, got {dim!r}")
+        dim = None if dim is None else validate_positive_int(dim, "dim")
         self._spec = embed_model
         self._model: BaseEmbedding | None = embed_model if isinstance(embed_model, BaseEmbedding) else None
         self.batch_size = batch_size

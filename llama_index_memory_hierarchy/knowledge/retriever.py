@@ -31,6 +31,8 @@ import contextvars
 import logging
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -82,6 +84,28 @@ _MAX_MQE = 10
 _overrides: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "kb_retrieval_overrides", default=None
 )
+
+
+@contextmanager
+def retrieval_options(
+    *, mqe_queries: int | None = None, hyde: bool | None = None, similarity_top_k: int | None = None
+) -> Iterator[None]:
+    """Switch MQE, HyDE or ``similarity_top_k`` of knowledge retrievers for the calls inside the block.
+
+    A context variable, so concurrent tasks each keep their own switches.
+    """
+    switches: dict[str, Any] = {}
+    if mqe_queries is not None:
+        switches["mqe_queries"] = _check_count(mqe_queries, "mqe_queries", 0, _MAX_MQE)
+    if hyde is not None:
+        switches["hyde"] = bool(hyde)
+    if similarity_top_k is not None:
+        switches["similarity_top_k"] = _check_count(similarity_top_k, "similarity_top_k", 1, 1000)
+    token = _overrides.set(switches)
+    try:
+        yield
+    finally:
+        _overrides.reset(token)
 
 
 class SearchList(BaseModel):
@@ -202,11 +226,8 @@ class KnowledgeRetriever(BaseRetriever):
         similarity_top_k: int | None = None,
     ) -> list[NodeWithScore]:
         """``retrieve`` with MQE, HyDE or ``similarity_top_k`` switched for this call only."""
-        token = _overrides.set(self._overrides(mqe_queries, hyde, similarity_top_k))
-        try:
+        with retrieval_options(mqe_queries=mqe_queries, hyde=hyde, similarity_top_k=similarity_top_k):
             return self.retrieve(query)
-        finally:
-            _overrides.reset(token)
 
     async def aretrieve_with(
         self,
@@ -217,22 +238,8 @@ class KnowledgeRetriever(BaseRetriever):
         similarity_top_k: int | None = None,
     ) -> list[NodeWithScore]:
         """Async twin of :meth:`retrieve_with`."""
-        token = _overrides.set(self._overrides(mqe_queries, hyde, similarity_top_k))
-        try:
+        with retrieval_options(mqe_queries=mqe_queries, hyde=hyde, similarity_top_k=similarity_top_k):
             return await self.aretrieve(query)
-        finally:
-            _overrides.reset(token)
-
-    @staticmethod
-    def _overrides(mqe_queries: int | None, hyde: bool | None, similarity_top_k: int | None) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if mqe_queries is not None:
-            out["mqe_queries"] = _check_count(mqe_queries, "mqe_queries", 0, _MAX_MQE)
-        if hyde is not None:
-            out["hyde"] = bool(hyde)
-        if similarity_top_k is not None:
-            out["similarity_top_k"] = _check_count(similarity_top_k, "similarity_top_k", 1, 1000)
-        return out
 
     def _options(self) -> tuple[int, bool, int]:
         current = _overrides.get() or {}
@@ -420,4 +427,12 @@ def node_text(node: NodeWithScore) -> str:
     return node.node.get_content(metadata_mode=MetadataMode.NONE)
 
 
-__all__ = ["KnowledgeRetriever", "SearchList", "SearchTrace", "citation", "parse_queries", "to_node"]
+__all__ = [
+    "KnowledgeRetriever",
+    "SearchList",
+    "SearchTrace",
+    "citation",
+    "parse_queries",
+    "retrieval_options",
+    "to_node",
+]

@@ -297,17 +297,12 @@ class Consolidator:
                 inputs.append(
                     (
                         event.id,
-                        FactInput(
-                            subject=fact.subject,
-                            predicate=fact.predicate,
-                            object=fact.object,
-                            subject_type=fact.subject_type,
-                            object_type=fact.object_type,
-                            valid_at=event.timestamp,
+                        FactInput.extracted(
+                            fact,
                             source_ids=[event.id],
-                            confidence=fact.confidence,
-                            extractor=f"consolidation:{fact.extractor}",
+                            valid_at=event.timestamp,
                             importance=event.importance,
+                            extractor=f"consolidation:{fact.extractor}",
                         ),
                     )
                 )

@@ -50,6 +50,7 @@ from pydantic import BaseModel, Field
 from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.lifecycle import tables as _tables  # noqa: F401  (registers the tables)
 from llama_index_memory_hierarchy.stores.schema import memories
+from llama_index_memory_hierarchy.tiers.semantic import areset_semantic_state
 from llama_index_memory_hierarchy.types import validate_identifier
 
 if TYPE_CHECKING:
@@ -192,7 +193,7 @@ async def _aerase(context: StoreContext, user_id: str, compact: bool) -> Erasure
     report.files = await asyncio.to_thread(files.delete_user, user_id)
 
     # 5. in-process semantic index of the user
-    await _areset_semantic_state(context, user_id)
+    await areset_semantic_state(context, user_id)
 
     # nothing of the user is left but bytes: the record naming them gives way to one naming nobody
     await store.aend_erasure(user_id, then=COMPACTION_PENDING if compact else None)
@@ -230,15 +231,6 @@ async def _aerase_graph(context: StoreContext, user_id: str, report: ErasureRepo
         report.graph = {"nodes": len(await graph.anodes(user_id))}
     await graph.aclear_user(user_id)
     return graph
-
-
-async def _areset_semantic_state(context: StoreContext, user_id: str) -> None:
-    from llama_index_memory_hierarchy.tiers.semantic import _UserState
-
-    state: _UserState = context.resource(f"semantic_state:{user_id}", lambda _c: _UserState(user_id))
-    async with state.lock:
-        state.reset()
-        state.loaded = False
 
 
 async def _acompact(context: StoreContext, indexes: Any, graph: Any) -> None:

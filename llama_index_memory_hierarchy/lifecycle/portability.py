@@ -460,13 +460,11 @@ async def _aimport_tables(context: StoreContext, tables: dict[str, Any], user_id
 
 async def _arefresh_semantic(context: StoreContext, user_id: str, records: list[Record]) -> None:
     """Reload the user's semantic index and rebuild their graph from the imported facts."""
-    from llama_index_memory_hierarchy.lifecycle.erasure import _areset_semantic_state
-
     if not any(r.item.memory_type is MemoryType.SEMANTIC for r in records):
         return
-    from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory
+    from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory, areset_semantic_state
 
-    await _areset_semantic_state(context, user_id)
+    await areset_semantic_state(context, user_id)
     await SemanticMemory(user_id=user_id, session_id=None, context=context).arebuild_graph()
 
 

@@ -1,68 +1,55 @@
-"""Perceptual memory: images, audio, video and text files, stored and searched by modality.
+"""``PerceptualMemory``: images, audio, video and text files of one user, stored and searched by modality.
 
-A perception is one memory record (``memory_type`` perceptual) whose ``content`` is a
-caption, transcript or description, embedded with the text model; its metadata holds the
-modality, the file reference and SHA-256, the perceptual hash, the media metadata read by
-real decoders, and which encoders embedded it. Every other vector of a perception (its
-phash as a ±1 vector, a CLIP image embedding, an audio embedding) is a *satellite* record
-in the namespace :data:`VECTOR_NAMESPACE`, written in the same transaction, with an id
-derived from the perception id and the space. So each encoder has its own vector space,
-every vector is rebuildable from the record store, and removal is one delete.
-
-Searches fuse the rankings of every signal by reciprocal rank and record which signal
-matched each result in ``metadata["match_signal"]`` (``caption_text``, ``phash``, ``clip``,
-``audio``), with per-signal raw scores in ``metadata["match_signals"]``.
+A perception is one memory record (its caption, transcript or description, embedded with
+the text model) plus a satellite record per other vector (:mod:`.records`). Adding one
+stages the input (:mod:`.intake`), reads it with real decoders, finds its text
+(:mod:`.captions`) and writes the records in one transaction; the same bytes are stored
+once per user. Searches fuse every signal by reciprocal rank (:mod:`.search`); perceptions
+go into an LLM prompt as lines and images (:mod:`.llm_context`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
 import logging
-import os
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from llama_index_memory_hierarchy.errors import LLMRequiredError, MemoryValidationError
-from llama_index_memory_hierarchy.messages import describe_perception
 from llama_index_memory_hierarchy.perception.encoders import (
     SIGNAL_CAPTION,
-    SIGNAL_PHASH,
     AudioEncoderAdapter,
-    ImageTextEncoder,
     PerceptionEncoder,
     PHashEncoder,
     SpectralAudioEncoder,
-    aask_llm,
-    acaption_with_llm,
     llm_accepts_images,
 )
-from llama_index_memory_hierarchy.perception.files import FileRef, FileStore, StagedFile
-from llama_index_memory_hierarchy.perception.media import (
-    MediaInfo,
-    Modality,
-    as_modality,
-    detect_modality,
-    inspect_media,
-    similarity_to_hamming,
-    video_keyframe_png,
-)
-from llama_index_memory_hierarchy.ranking.fusion import rrf_fuse, score_items
-from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, Record
+from llama_index_memory_hierarchy.perception.files import FileRef, FileStore
+from llama_index_memory_hierarchy.perception.media import MediaInfo, Modality, as_modality, inspect_media
+from llama_index_memory_hierarchy.ranking.fusion import score_items
+from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
 from llama_index_memory_hierarchy.tiers.episodic import StoredTier
+from llama_index_memory_hierarchy.tiers.perceptual.captions import acontent, given_text
+from llama_index_memory_hierarchy.tiers.perceptual.intake import astage, wrap_encoder
+from llama_index_memory_hierarchy.tiers.perceptual.llm_context import aask_about, adescribe_for_context
+from llama_index_memory_hierarchy.tiers.perceptual.records import (
+    MATCH_KEYS,
+    RESERVED_KEYS,
+    VECTOR_NAMESPACE,
+    perception_records,
+    satellite_id,
+)
+from llama_index_memory_hierarchy.tiers.perceptual.search import PerceptionSearch
+from llama_index_memory_hierarchy.tiers.perceptual.settings import PerceptionSettings
 from llama_index_memory_hierarchy.types import (
     MemoryFilter,
     MemoryItem,
     MemoryType,
     as_utc,
-    matches,
     utcnow,
     validate_content,
     validate_importance,
@@ -75,55 +62,6 @@ if TYPE_CHECKING:
     from llama_index_memory_hierarchy.stores.context import StoreContext
 
 logger = logging.getLogger(__name__)
-
-#: Namespace of the satellite records that carry a perception's non-text vectors.
-VECTOR_NAMESPACE = "perceptual:vectors"
-#: Metadata keys the tier owns; user metadata may not set them.
-RESERVED_KEYS = frozenset(
-    {"modality", "sha256", "file", "media", "phash", "caption_source", "encoders", "filename", "mime_type"}
-)
-#: Keys a search adds to returned items.
-MATCH_KEYS = ("match_signal", "match_signals", "match_distance")
-_SATELLITE_UUID = uuid.UUID("7d0c3f9e-5b0a-4f7e-9a55-2f0c6d1b8e41")
-
-#: A ranking: (signal, [(perception id, raw score)]) best first.
-Ranking = tuple[str, list[tuple[str, float]]]
-
-
-@dataclass
-class _Matches:
-    """Fused relevance of perceptions, the raw score of each signal, and the best-ranked signal."""
-
-    relevance: dict[str, float] = field(default_factory=dict)
-    scores: dict[str, dict[str, float]] = field(default_factory=dict)
-    best: dict[str, str] = field(default_factory=dict)
-
-
-class PerceptionSettings(BaseModel):
-    """Tunables of the perceptual tier."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    store_files: bool = Field(
-        default=True, description="Copy files into <persist_dir>/files (False: reference by path)."
-    )
-    max_file_bytes: int = Field(default=100 * 1024 * 1024, ge=1, description="Largest accepted file.")
-    chunk_bytes: int = Field(default=1024 * 1024, ge=1024, description="Streaming chunk size.")
-    allowed_roots: list[Path] | None = Field(
-        default=None, description="When set, files are only read from inside these folders."
-    )
-    phash_max_distance: int = Field(default=10, ge=0, le=64, description="Largest Hamming distance of a phash match.")
-    audio_fingerprint: bool = Field(default=True, description="Embed audio with the offline log-mel encoder.")
-    caption_with_llm: bool = Field(default=True, description="Caption images and video keyframes with the LLM.")
-    llm_accepts_images: bool | None = Field(
-        default=None, description="Whether the LLM reads images (None: only a legacy MultiModalLLM is assumed to)."
-    )
-    max_text_chars: int = Field(default=20_000, ge=100, le=100_000, description="Text of a text file kept as content.")
-
-
-def satellite_id(perception_id: str, space: str) -> str:
-    """Id of the satellite record holding a perception's vector in ``space`` (deterministic)."""
-    return str(uuid.uuid5(_SATELLITE_UUID, f"{perception_id}|{space}"))
 
 
 class PerceptualMemory(StoredTier):
@@ -156,33 +94,23 @@ class PerceptualMemory(StoredTier):
             allowed_roots=self.settings.allowed_roots,
         )
         self.phash_encoder = PHashEncoder()
-        wrapped: list[PerceptionEncoder] = [self._wrap_encoder(e) for e in encoders]
+        wrapped: list[PerceptionEncoder] = [wrap_encoder(e) for e in encoders]
         if self.settings.audio_fingerprint and not any(Modality.AUDIO in e.modalities for e in wrapped):
             wrapped.append(AudioEncoderAdapter(SpectralAudioEncoder()))
         self.encoders: list[PerceptionEncoder] = wrapped
         self._locks: dict[str, asyncio.Lock] = context.resource("perceptual.locks", lambda _ctx: {})
-
-    @staticmethod
-    def _wrap_encoder(encoder: Any) -> PerceptionEncoder:
-        from llama_index.core.embeddings import MultiModalEmbedding
-
-        if isinstance(encoder, PerceptionEncoder):
-            return encoder
-        if isinstance(encoder, MultiModalEmbedding):
-            return ImageTextEncoder(encoder)
-        if callable(getattr(encoder, "embed_audio", None)):
-            return AudioEncoderAdapter(encoder)
-        raise MemoryValidationError(
-            "encoders",
-            f"expected a PerceptionEncoder, MultiModalEmbedding or AudioEncoder, got {type(encoder).__name__}",
+        self.search = PerceptionSearch(
+            user_id=self.user_id,
+            context=context,
+            files=self.files,
+            settings=self.settings,
+            phash_encoder=self.phash_encoder,
+            encoders=self.encoders,
         )
 
     def _lock(self) -> asyncio.Lock:
         """One lock per user: dedupe check, write and file removal never interleave."""
         return self._locks.setdefault(self.user_id, asyncio.Lock())
-
-    def _all_encoders(self) -> list[PerceptionEncoder]:
-        return [self.phash_encoder, *self.encoders]
 
     # ------------------------------------------------------------------ adding
     async def aadd_perception(
@@ -229,47 +157,6 @@ class PerceptualMemory(StoredTier):
         """Sync twin of :meth:`aadd_perception`."""
         return self._run(self.aadd_perception(data_or_path, modality, **kwargs))
 
-    def _source(self, data: Any, modality: Modality | None, filename: str | None) -> tuple[Any, str | None, bool]:
-        """Normalise the input to something :meth:`FileStore.stage` reads: (source, filename, is_path)."""
-        if isinstance(data, (bytes, bytearray, memoryview)):
-            return data, filename, False
-        if isinstance(data, os.PathLike):
-            return data, filename, True
-        if isinstance(data, str):
-            if "\x00" not in data and len(data) < 4096 and os.path.isfile(os.path.expanduser(data)):
-                return data, filename, True
-            if modality is Modality.TEXT:
-                return validate_content(data, "data_or_path").encode("utf-8"), filename, False
-            raise MemoryValidationError(
-                "data_or_path",
-                f"no file at {data[:120]!r}; pass bytes, a Path, a file object, or modality='text' to store text",
-            )
-        try:
-            from PIL import Image
-        except ImportError:  # pragma: no cover - Pillow is a core dependency
-            Image = None  # type: ignore[assignment]
-        if Image is not None and isinstance(data, Image.Image):
-            buffer = io.BytesIO()
-            data.save(buffer, format="PNG")
-            return buffer.getvalue(), filename, False
-        if hasattr(data, "read"):
-            return data, filename, False
-        raise MemoryValidationError(
-            "data_or_path", f"expected bytes, a path, a file object or a PIL image, got {type(data).__name__}"
-        )
-
-    async def _astage(
-        self, data: Any, modality: Modality | None, filename: str | None, copy: bool
-    ) -> tuple[StagedFile, Modality, str]:
-        source, name, is_path = self._source(data, modality, filename)
-        staged = await asyncio.to_thread(self.files.stage, source, copy=copy or not is_path, filename=name)
-        try:
-            detected, ext = detect_modality(staged.head, staged.filename, modality)
-        except BaseException:
-            await asyncio.to_thread(self.files.discard, staged)
-            raise
-        return staged, detected, ext
-
     async def _aadd_perception(
         self,
         data: Any,
@@ -295,7 +182,7 @@ class PerceptualMemory(StoredTier):
         importance = None if importance is None else validate_importance(importance)
         copy = self.settings.store_files if store_file is None else bool(store_file)
 
-        staged, detected, ext = await self._astage(data, forced, filename, copy)
+        staged, detected, ext = await astage(self.files, data, forced, filename, copy)
         async with self._lock():
             try:
                 existing = await self._afind_by_sha(staged.sha256)
@@ -327,7 +214,9 @@ class PerceptualMemory(StoredTier):
         session_id: str | None,
     ) -> str:
         path = self.files.resolve(ref, self.user_id)
-        content, source = await self._acontent(info, path, ref, caption, transcript)
+        content, source = await acontent(
+            info, path, ref, caption, transcript, llm=self.llm, files=self.files, settings=self.settings
+        )
         text_space = await self.context.aspace()
         vectors: dict[str, tuple[PerceptionEncoder, np.ndarray]] = {}
         if info.phash is not None:
@@ -341,47 +230,19 @@ class PerceptualMemory(StoredTier):
                 logger.warning("encoder %s skipped %s: %s", encoder.signal, ref.filename or ref.sha256[:12], exc)
                 continue
             vectors[encoder.space] = (encoder, vector)
-        encoders = {SIGNAL_CAPTION: text_space, **{enc.signal: space for space, (enc, _) in vectors.items()}}
-        meta: dict[str, Any] = {
-            **extra,
-            "modality": info.modality.value,
-            "sha256": ref.sha256,
-            "file": ref.to_metadata(),
-            "media": info.metadata,
-            "mime_type": info.mime_type,
-            "caption_source": source,
-            "encoders": encoders,
-        }
-        if ref.filename:
-            meta["filename"] = ref.filename
-        if info.phash is not None:
-            meta["phash"] = info.phash
-        data: dict[str, Any] = {
-            "content": content,
-            "memory_type": self.memory_type,
-            "user_id": self.user_id,
-            "session_id": session_id if session_id is not None else self.session_id,
-            "metadata": meta,
-        }
-        moment = when or info.captured_at
-        if moment is not None:
-            data["timestamp"] = moment
-        if importance is not None:
-            data["importance"] = importance
-        item = MemoryItem.create(**data)
-        records = [Record(item=item)]
-        for space, (encoder, vector) in vectors.items():
-            satellite = MemoryItem.create(
-                id=satellite_id(item.id, space),
-                content=f"{encoder.signal} vector of perception {item.id}",
-                memory_type=self.memory_type,
-                user_id=self.user_id,
-                session_id=item.session_id,
-                timestamp=item.timestamp,
-                importance=item.importance,
-                metadata={"perception_id": item.id, "signal": encoder.signal, "modality": info.modality.value},
-            )
-            records.append(Record(item=satellite, namespace=VECTOR_NAMESPACE, embedding=vector, space=space))
+        records = perception_records(
+            user_id=self.user_id,
+            session_id=session_id if session_id is not None else self.session_id,
+            info=info,
+            ref=ref,
+            content=content,
+            source=source,
+            text_space=text_space,
+            vectors=vectors,
+            extra=extra,
+            when=when,
+            importance=importance,
+        )
         ids = await self.context.awrite(records)
         return ids[0]
 
@@ -391,68 +252,12 @@ class PerceptualMemory(StoredTier):
         Why: the add returns the existing id, and silently keeping the old description would drop
         what the caller just said about it.
         """
-        if not caption and not transcript:
+        given = given_text(caption, transcript)
+        if given is None:
             return
-        content = f"{caption}\nTranscript: {transcript}" if caption and transcript else caption or transcript
+        content, source = given
         if content != existing.content:
-            source = "given" if caption else "transcript"
             await StoredTier.aupdate(self, existing.id, content=content, metadata={"caption_source": source})
-
-    async def _acontent(
-        self, info: MediaInfo, path: Path, ref: FileRef, caption: str | None, transcript: str | None
-    ) -> tuple[str, str]:
-        """The searchable text of a perception and where it came from."""
-        if caption and transcript:
-            return f"{caption}\nTranscript: {transcript}", "given"
-        if caption:
-            return caption, "given"
-        if transcript:
-            return transcript, "transcript"
-        if info.modality is Modality.TEXT and info.text and info.text.strip():
-            return info.text[: self.settings.max_text_chars], "text"
-        if (
-            self.llm is not None
-            and self.settings.caption_with_llm
-            and info.modality in (Modality.IMAGE, Modality.VIDEO)
-            and llm_accepts_images(self.llm, self.settings.llm_accepts_images)
-        ):
-            generated = await self._allm_caption(info, path)
-            if generated:
-                return validate_content(generated[:4000], "caption"), "llm"
-        return self._auto_description(info, ref), "metadata"
-
-    async def _allm_caption(self, info: MediaInfo, path: Path) -> str | None:
-        if info.modality is Modality.IMAGE:
-            return await acaption_with_llm(self.llm, path, info.mime_type)
-        frame = await asyncio.to_thread(video_keyframe_png, path)
-        if frame is None:
-            return None
-        keyframe = self.files.root / ".staging" / f"{uuid.uuid4().hex}.png"
-        await asyncio.to_thread(keyframe.write_bytes, frame.getvalue())
-        try:
-            return await acaption_with_llm(self.llm, keyframe, "image/png")
-        finally:
-            keyframe.unlink(missing_ok=True)
-
-    @staticmethod
-    def _auto_description(info: MediaInfo, ref: FileRef) -> str:
-        """Content for a perception without caption: its name and what the decoder read."""
-        meta = info.metadata
-        bits = [info.modality.value]
-        if ref.filename:
-            stem = Path(ref.filename).stem.replace("_", " ").replace("-", " ")
-            bits.append(f"{ref.filename!r} ({stem})")
-        if meta.get("width"):
-            bits.append(f"{meta['width']}x{meta['height']}")
-        if meta.get("duration_s"):
-            bits.append(f"{float(meta['duration_s']):.1f} seconds")
-        if meta.get("sample_rate"):
-            bits.append(f"{meta['sample_rate']} Hz, {meta.get('channels', 1)} channel(s)")
-        if meta.get("format") or meta.get("codec"):
-            bits.append(str(meta.get("format") or meta.get("codec")))
-        if meta.get("exif_time"):
-            bits.append(f"taken {meta['exif_time']}")
-        return ", ".join(bits)
 
     async def _afind_by_sha(self, sha256: str) -> MemoryItem | None:
         records = await self.context.records.query(
@@ -527,7 +332,7 @@ class PerceptualMemory(StoredTier):
             for item in items:
                 doomed.append(item.id)
                 spaces = set((item.metadata.get("encoders") or {}).values()) | {
-                    e.space for e in self._all_encoders() if e.dim is not None
+                    e.space for e in self.search.all_encoders() if e.dim is not None
                 }
                 doomed.extend(satellite_id(item.id, space) for space in spaces if isinstance(space, str))
             await self._aopen_spaces(items)
@@ -541,7 +346,7 @@ class PerceptualMemory(StoredTier):
         The context applies a delete to the indexes open in this process; after a restart an
         encoder space may not be open yet. Space ids end in ``-<dim>``.
         """
-        spaces = {e.space: e.dim for e in self._all_encoders() if e.dim is not None}
+        spaces = {e.space: e.dim for e in self.search.all_encoders() if e.dim is not None}
         for item in items:
             for signal, space in (item.metadata.get("encoders") or {}).items():
                 if signal != SIGNAL_CAPTION and isinstance(space, str) and space.rsplit("-", 1)[-1].isdigit():
@@ -623,7 +428,7 @@ class PerceptualMemory(StoredTier):
             by_modality=by_modality,
             stored_files=len(files),
             stored_bytes=sum(p.stat().st_size for p in files),
-            encoders=[e.signal for e in self._all_encoders()],
+            encoders=[e.signal for e in self.search.all_encoders()],
         )
         return stats
 
@@ -660,8 +465,8 @@ class PerceptualMemory(StoredTier):
         flt = MemoryFilter.from_kwargs(**filters)
 
         async def run() -> list[MemoryItem]:
-            found = await self._asearch_text(query, None, flt, limit, None)
-            items = await self._aload(found, flt, None)
+            found = await self.search.asearch_text(query, None, flt, limit, None)
+            items = await self.search.aload(found, flt, None)
             ranked = score_items(
                 items,
                 found.relevance,
@@ -678,7 +483,7 @@ class PerceptualMemory(StoredTier):
         return await self._runtime.arun(run())
 
     async def arank(self, query: str, flt: MemoryFilter, limit: int) -> dict[str, float]:
-        return (await self._asearch_text(query, None, flt, limit, None)).relevance
+        return (await self.search.asearch_text(query, None, flt, limit, None)).relevance
 
     async def across_modal_search(
         self,
@@ -713,15 +518,15 @@ class PerceptualMemory(StoredTier):
 
         async def run() -> list[MemoryItem]:
             if query_modality == "embedding":
-                found = await self._asearch_vector(query, space, flt, limit, target, wanted)
+                found = await self.search.asearch_vector(query, space, flt, limit, target, wanted)
             elif q_modality is Modality.TEXT:
                 if not isinstance(query, str):
                     raise MemoryValidationError("query", f"a text query must be a str, got {type(query).__name__}")
-                found = await self._asearch_text(validate_content(query, "query"), target, flt, limit, wanted)
+                found = await self.search.asearch_text(validate_content(query, "query"), target, flt, limit, wanted)
             else:
                 assert q_modality is not None
-                found = await self._asearch_media(query, q_modality, target, flt, limit, wanted)
-            items = await self._aload(found, flt, target)
+                found = await self.search.asearch_media(query, q_modality, target, flt, limit, wanted)
+            items = await self.search.aload(found, flt, target)
             items.sort(key=lambda item: found.relevance.get(item.id, 0.0), reverse=True)
             top = max(found.relevance.values(), default=1.0) or 1.0
             return [item.model_copy(update={"score": found.relevance[item.id] / top}) for item in items[:limit]]
@@ -745,170 +550,11 @@ class PerceptualMemory(StoredTier):
             raise MemoryValidationError("limit", f"must be a positive integer, got {limit!r}")
         return limit
 
-    def _candidates(self, limit: int, target: Modality | None) -> int:
-        base = max(limit * self.config.candidate_multiplier, 20)
-        return base * 4 if target is not None else base
-
-    async def _asearch_text(
-        self, query: str, target: Modality | None, flt: MemoryFilter, limit: int, wanted: set[str] | None
-    ) -> _Matches:
-        candidates = self._candidates(limit, target)
-        tasks = []
-        if wanted is None or SIGNAL_CAPTION in wanted:
-            tasks.append(self._acaption_rankings(query, flt, candidates))
-        for encoder in self.encoders:
-            if encoder.supports_text and (wanted is None or encoder.signal in wanted):
-                tasks.append(self._aencoder_text_ranking(encoder, query, flt, candidates))
-        rankings = [r for group in await asyncio.gather(*tasks) for r in group]
-        return self._fuse(rankings)
-
-    async def _acaption_rankings(self, query: str, flt: MemoryFilter, candidates: int) -> list[Ranking]:
-        vector = await self.context.embeddings.aembed_query(query)
-        dense, keyword = await asyncio.gather(
-            self.context.adense_search(
-                self.user_id, vector, memory_type=self.memory_type, filters=flt, limit=candidates
-            ),
-            self.context.records.keyword_search(
-                self.user_id, query, memory_type=self.memory_type, filters=flt, limit=candidates
-            ),
-        )
-        return [(SIGNAL_CAPTION, dense), (SIGNAL_CAPTION, keyword)]
-
-    async def _aencoder_text_ranking(
-        self, encoder: PerceptionEncoder, query: str, flt: MemoryFilter, candidates: int
-    ) -> list[Ranking]:
-        vector = await encoder.aembed_text(query)
-        return [(encoder.signal, await self._asatellite_search(encoder.space, vector, flt, candidates))]
-
     async def aencoder_text_hits(
         self, encoder: PerceptionEncoder, query: str, flt: MemoryFilter, limit: int
     ) -> list[tuple[str, float]]:
         """Perceptions nearest to ``query`` in the text side of ``encoder``'s space: ``(id, cosine)``."""
-        return (await self._aencoder_text_ranking(encoder, query, flt, limit))[0][1]
-
-    async def _asatellite_search(
-        self, space: str, vector: np.ndarray, flt: MemoryFilter, candidates: int
-    ) -> list[tuple[str, float]]:
-        """Search one encoder space and map satellite hits to perception ids (best first)."""
-        sat_filter = MemoryFilter(**{**flt.model_dump(), "memory_ids": None, "metadata": None})
-        hits = await self.context.adense_search(
-            self.user_id,
-            np.asarray(vector, dtype=np.float32),
-            namespace=VECTOR_NAMESPACE,
-            memory_type=self.memory_type,
-            filters=sat_filter,
-            limit=candidates,
-            space=space,
-        )
-        if not hits:
-            return []
-        owners = {
-            r.item.id: r.item.metadata.get("perception_id")
-            for r in await self.context.records.get(self.user_id, [i for i, _ in hits])
-        }
-        ranking: list[tuple[str, float]] = []
-        seen: set[str] = set()
-        for sat_id, score in hits:
-            owner = owners.get(sat_id)
-            if isinstance(owner, str) and owner not in seen:
-                seen.add(owner)
-                ranking.append((owner, float(score)))
-        return ranking
-
-    async def _asearch_media(
-        self,
-        query: Any,
-        modality: Modality,
-        target: Modality | None,
-        flt: MemoryFilter,
-        limit: int,
-        wanted: set[str] | None,
-    ) -> _Matches:
-        candidates = self._candidates(limit, target)
-        staged, detected, ext = await self._astage(query, modality, None, True)
-        try:
-            path = staged.read_path
-            info = await asyncio.to_thread(inspect_media, path, detected, ext, staged.display_name)
-            rankings: list[Ranking] = []
-            if info.phash is not None and (wanted is None or SIGNAL_PHASH in wanted):
-                hits = await self._asatellite_search(
-                    self.phash_encoder.space, self.phash_encoder.vector(info.phash), flt, candidates
-                )
-                near = [(i, float(similarity_to_hamming(s))) for i, s in hits]
-                near = [(i, d) for i, d in near if d <= self.settings.phash_max_distance]
-                rankings.append((SIGNAL_PHASH, near))
-            for encoder in self.encoders:
-                if encoder.handles(detected) and (wanted is None or encoder.signal in wanted):
-                    vector = await encoder.aembed_file(path, detected)
-                    rankings.append(
-                        (encoder.signal, await self._asatellite_search(encoder.space, vector, flt, candidates))
-                    )
-        finally:
-            await asyncio.to_thread(self.files.discard, staged)
-        if not rankings:
-            logger.info("no signal can search %s queries with the configured encoders", modality.value)
-        return self._fuse(rankings)
-
-    async def _asearch_vector(
-        self,
-        query: Any,
-        space: str | None,
-        flt: MemoryFilter,
-        limit: int,
-        target: Modality | None,
-        wanted: set[str] | None,
-    ) -> _Matches:
-        vector = np.asarray(query, dtype=np.float32).reshape(-1)
-        if not np.isfinite(vector).all() or float(np.linalg.norm(vector)) <= 1e-12:
-            raise MemoryValidationError("query", "an embedding query must be a finite, non-zero vector")
-        choices = [e for e in self._all_encoders() if e.dim is not None and (wanted is None or e.signal in wanted)]
-        if space is not None:
-            choices = [e for e in choices if e.space == space]
-        else:
-            choices = [e for e in choices if e.dim == vector.shape[0]]
-        if len(choices) != 1:
-            known = ", ".join(f"{e.space} ({e.dim}-d)" for e in self._all_encoders() if e.dim is not None)
-            raise MemoryValidationError(
-                "space", f"name one encoder space for a {vector.shape[0]}-d vector; known: {known or 'none yet'}"
-            )
-        encoder = choices[0]
-        if encoder.dim != vector.shape[0]:
-            raise MemoryValidationError("query", f"space {encoder.space} holds {encoder.dim}-d vectors")
-        hits = await self._asatellite_search(
-            encoder.space, vector / np.linalg.norm(vector), flt, self._candidates(limit, target)
-        )
-        return self._fuse([(encoder.signal, hits)])
-
-    def _fuse(self, rankings: Sequence[Ranking]) -> _Matches:
-        """RRF over rankings, keeping each signal's raw score and the signal that ranked a perception best."""
-        found = _Matches(dict(rrf_fuse([[i for i, _ in hits] for _, hits in rankings], k=self.config.rrf_k)))
-        best_rank: dict[str, int] = {}
-        for signal, hits in rankings:
-            for rank, (memory_id, score) in enumerate(hits):
-                found.scores.setdefault(memory_id, {}).setdefault(signal, score)
-                if rank < best_rank.get(memory_id, len(hits) + 1):
-                    best_rank[memory_id] = rank
-                    found.best[memory_id] = signal
-        return found
-
-    async def _aload(self, found: _Matches, flt: MemoryFilter, target: Modality | None) -> list[MemoryItem]:
-        """Fetch ranked perceptions, filter them, and annotate which signal matched."""
-        if not found.relevance:
-            return []
-        records = await self.context.records.get(self.user_id, list(found.relevance))
-        items: list[MemoryItem] = []
-        for record in records:
-            item = record.item
-            if record.namespace != MEMORY_NAMESPACE or item.memory_type != self.memory_type:
-                continue
-            if not matches(item, flt) or (target is not None and item.metadata.get("modality") != target.value):
-                continue
-            signals = found.scores.get(item.id, {})
-            meta = {**item.metadata, "match_signal": found.best.get(item.id), "match_signals": dict(signals)}
-            if SIGNAL_PHASH in signals:
-                meta["match_distance"] = int(signals[SIGNAL_PHASH])
-            items.append(item.model_copy(update={"metadata": meta}))
-        return items
+        return await self.search.aencoder_text_hits(encoder, query, flt, limit)
 
     # ------------------------------------------------------------------ files and LLM context
     async def aopen(self, memory_id: str) -> bytes:
@@ -934,30 +580,7 @@ class PerceptualMemory(StoredTier):
         and, with ``include_images``, an ``ImageBlock`` after the line of each image (the middle
         keyframe for a video), at most ``max_images``. Items of other tiers are skipped.
         """
-        from llama_index.core.base.llms.types import ImageBlock
-
-        out: list[str | ImageBlock] = []
-        images = 0
-        for item in items:
-            if item.memory_type != self.memory_type:
-                continue
-            out.append(describe_perception(item))
-            modality = item.metadata.get("modality")
-            if not include_images or images >= max_images or modality not in ("image", "video"):
-                continue
-            try:
-                path = await self.apath_of(item.id)
-                if modality == "image":
-                    out.append(ImageBlock(path=path, image_mimetype=item.metadata.get("mime_type")))
-                else:
-                    frame = await asyncio.to_thread(video_keyframe_png, path)
-                    if frame is None:
-                        continue
-                    out.append(ImageBlock(image=frame.getvalue(), image_mimetype="image/png"))
-                images += 1
-            except Exception as exc:  # a missing or unreadable file must not break the prompt
-                logger.warning("perception %s: image not attached (%s)", item.id, exc)
-        return out
+        return await adescribe_for_context(items, self.apath_of, include_images=include_images, max_images=max_images)
 
     def describe_for_context(
         self, items: Sequence[MemoryItem], *, include_images: bool = False, max_images: int = 4
@@ -999,40 +622,10 @@ class PerceptualMemory(StoredTier):
             if missing:
                 raise MemoryValidationError("perception_ids", f"no perception with id {sorted(missing)[0]!r}")
             parts = await self.adescribe_for_context(items, include_images=attach, max_images=len(items))
-            lines = [p for p in parts if isinstance(p, str)]
-            images: list[tuple[Path, str]] = []
-            scratch: list[Path] = []
-            try:
-                for block in parts:
-                    if isinstance(block, str):
-                        continue
-                    if block.path is not None:
-                        images.append((Path(block.path), block.image_mimetype or "image/png"))
-                    elif block.image is not None:
-                        temp = self.files.root / ".staging" / f"{uuid.uuid4().hex}.png"
-                        await asyncio.to_thread(temp.write_bytes, _raw_image_bytes(block.image))
-                        scratch.append(temp)
-                        images.append((temp, "image/png"))
-                text = "Perceptions you can refer to:\n" + "\n".join(f"- {line}" for line in lines)
-                return await aask_llm(model, f"{text}\n\n{prompt}", images)
-            finally:
-                for temp in scratch:
-                    temp.unlink(missing_ok=True)
+            return await aask_about(model, prompt, parts, self.files.root / ".staging")
 
         return await self._runtime.arun(run())
 
     def generate_content(self, prompt: str, perception_ids: Sequence[str], **kwargs: Any) -> str:
         """Sync twin of :meth:`agenerate_content`."""
         return self._run(self.agenerate_content(prompt, perception_ids, **kwargs))
-
-
-def _raw_image_bytes(data: bytes) -> bytes:
-    """ImageBlock may hold base64 of the bytes it was given; return the raw bytes."""
-    import base64
-    import binascii
-
-    try:
-        decoded = base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError):
-        return data
-    return decoded if decoded[:8] == b"\x89PNG\r\n\x1a\n" else data
