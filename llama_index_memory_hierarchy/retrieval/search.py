@@ -10,7 +10,9 @@
    perceptions (CLIP) when configured, and working memory (in-process);
 2. scores every candidate with the same signals on the same scale, whatever its tier:
    ``relevance = (keyword + dense) * (1 + entity + time + graph)``, where dense is the cosine of
-   the candidate's stored vector, keyword its BM25 over the best keyword hit, entity/time the
+   the candidate's stored vector on the model's calibrated scale (``calibration.py``: 0 for
+   unrelated texts whatever the model and languages), keyword its BM25 over the best keyword hit
+   (half of it earned by the query's terms in the memory's own text, :data:`CONTEXT_SHARE`), entity/time the
    priors the question carries (``ranking.pipeline``), graph ``1/hop`` for a fact the graph
    reaches; then ``score = tier_evidence * (w_rel * relevance / best + w_rec * recency +
    w_imp * importance) / (w_rel + w_rec + w_imp)``, tier evidence being a fact's confidence
@@ -93,6 +95,11 @@ SIGNALS = (
 )
 #: Share of its score a content-free candidate keeps.
 CONTENT_FREE_FACTOR = 0.5
+#: Share of a keyword hit's score that words of its neighbours alone can earn it. A turn's keyword
+#: text holds the turns before it (``ranking.pipeline.keyword_document``), so the turn after an
+#: answer matches it too; the rest of the score goes by the share of the query's terms in the
+#: memory's own text. Context and own text weigh alike: neither is known to be the better evidence.
+CONTEXT_SHARE = 0.5
 #: A superseded fact (shown only with ``include_history``) weighs this much of a current one.
 HISTORY_FACTOR = 0.5
 
@@ -132,6 +139,12 @@ def _text_profile(content: str) -> tuple[frozenset[str], frozenset[str], str, bo
     words = information_words(keyword_tokens(content), query_stopwords())
     stems = frozenset(light_stem(word) for word in words)
     return words, stems, normalised_text(content), has_time_expression(content), group_of(content)
+
+
+@functools.lru_cache(maxsize=8192)
+def _own_terms(content: str) -> frozenset[str]:
+    """The keyword index's terms of a memory's own text (without the neighbours its keyword text holds)."""
+    return frozenset(index_terms(content))
 
 
 def _speaker(item: MemoryItem) -> str | None:
@@ -260,11 +273,13 @@ class CrossTierSearch:
         top = max(hits.values(), default=0.0)
         terms = set(index_terms(" ".join(keyword_terms(query))))
         for memory_id, cand in found.items():
+            own = len(terms & _own_terms(cand.item.content)) / len(terms) if terms else 1.0
             if memory_id in hits:
-                cand.keyword = max(hits[memory_id], 0.0) / top if top > 0 else 0.0
+                share = CONTEXT_SHARE + (1.0 - CONTEXT_SHARE) * own  # see CONTEXT_SHARE
+                cand.keyword = max(hits[memory_id], 0.0) / top * share if top > 0 else 0.0
             elif cand.item.memory_type is MemoryType.WORKING and terms:
                 # not in the keyword index: the share of the query's terms it contains, on the same [0, 1] scale
-                cand.keyword = len(terms & set(index_terms(cand.item.content))) / len(terms)
+                cand.keyword = own
             cand.graph = 1.0 / hops[memory_id] if memory_id in hops else 0.0
             cand.cross_modal = cross.get(memory_id, 0.0)
         return found
