@@ -54,6 +54,7 @@ from llama_index_memory_hierarchy.types import (
     validate_content,
     validate_importance,
     validate_metadata,
+    validate_positive_int,
 )
 
 if TYPE_CHECKING:
@@ -138,39 +139,6 @@ class PerceptualMemory(StoredTier):
         overrides ``settings.store_files`` (copy vs reference by path). The event time
         defaults to the EXIF capture time, else now.
         """
-        return await self._runtime.arun(
-            self._aadd_perception(
-                data_or_path,
-                modality,
-                caption=caption,
-                transcript=transcript,
-                metadata=metadata,
-                filename=filename,
-                timestamp=timestamp,
-                importance=importance,
-                session_id=session_id,
-                store_file=store_file,
-            )
-        )
-
-    def add_perception(self, data_or_path: Any, modality: Modality | str | None = None, **kwargs: Any) -> str:
-        """Sync twin of :meth:`aadd_perception`."""
-        return self._run(self.aadd_perception(data_or_path, modality, **kwargs))
-
-    async def _aadd_perception(
-        self,
-        data: Any,
-        modality: Modality | str | None,
-        *,
-        caption: str | None,
-        transcript: str | None,
-        metadata: dict[str, Any] | None,
-        filename: str | None,
-        timestamp: datetime | str | float | None,
-        importance: float | None,
-        session_id: str | None,
-        store_file: bool | None,
-    ) -> str:
         forced = as_modality(modality)
         caption = None if caption is None else validate_content(caption, "caption")
         transcript = None if transcript is None else validate_content(transcript, "transcript")
@@ -182,7 +150,7 @@ class PerceptualMemory(StoredTier):
         importance = None if importance is None else validate_importance(importance)
         copy = self.settings.store_files if store_file is None else bool(store_file)
 
-        staged, detected, ext = await astage(self.files, data, forced, filename, copy)
+        staged, detected, ext = await astage(self.files, data_or_path, forced, filename, copy)
         async with self._lock():
             try:
                 existing = await self._afind_by_sha(staged.sha256)
@@ -201,6 +169,10 @@ class PerceptualMemory(StoredTier):
             except BaseException:
                 await asyncio.to_thread(self.files.delete, ref, self.user_id)
                 raise
+
+    def add_perception(self, data_or_path: Any, modality: Modality | str | None = None, **kwargs: Any) -> str:
+        """Sync twin of :meth:`aadd_perception`."""
+        return self._run(self.aadd_perception(data_or_path, modality, **kwargs))
 
     async def _awrite_perception(
         self,
@@ -369,46 +341,38 @@ class PerceptualMemory(StoredTier):
 
     async def aclear(self) -> int:
         """Delete every perception of this user, their vectors and their stored files."""
-
-        async def clear() -> int:
-            async with self._lock():
-                await self._aopen_spaces(await self.aquery())
-                deleted = await self.context.records.delete_where(self.user_id, memory_type=self.memory_type)
-                await self.context.records.delete_where(
-                    self.user_id, namespace=VECTOR_NAMESPACE, memory_type=self.memory_type
-                )
-                await self.context.drain_outbox()
-                await asyncio.to_thread(self.files.delete_user, self.user_id)
-                return len(deleted)
-
-        return await self._runtime.arun(clear())
+        async with self._lock():
+            await self._aopen_spaces(await self.aquery())
+            deleted = await self.context.records.delete_where(self.user_id, memory_type=self.memory_type)
+            await self.context.records.delete_where(
+                self.user_id, namespace=VECTOR_NAMESPACE, memory_type=self.memory_type
+            )
+            await self.context.drain_outbox()
+            await asyncio.to_thread(self.files.delete_user, self.user_id)
+            return len(deleted)
 
     async def agarbage_collect(self) -> dict[str, int]:
         """Repair after a crash: delete stored files and satellite vectors no perception refers to."""
-
-        async def collect() -> dict[str, int]:
-            async with self._lock():
-                items = await self.aquery()
-                live_ids = {item.id for item in items}
-                live_shas = {item.metadata.get("sha256") for item in items}
-                orphans = [
-                    r.item.id
-                    for r in await self.context.records.query(
-                        self.user_id, namespace=VECTOR_NAMESPACE, memory_type=self.memory_type
-                    )
-                    if r.item.metadata.get("perception_id") not in live_ids
-                ]
-                if orphans:
-                    await self._aopen_spaces()
-                    await self.context.adelete(self.user_id, orphans)
-                files = 0
-                for path in await asyncio.to_thread(self.files.stored_files, self.user_id):
-                    if path.stem not in live_shas:
-                        await asyncio.to_thread(path.unlink, True)
-                        files += 1
-                return {"vectors": len(orphans), "files": files}
-
-        return await self._runtime.arun(collect())
+        async with self._lock():
+            items = await self.aquery()
+            live_ids = {item.id for item in items}
+            live_shas = {item.metadata.get("sha256") for item in items}
+            orphans = [
+                r.item.id
+                for r in await self.context.records.query(
+                    self.user_id, namespace=VECTOR_NAMESPACE, memory_type=self.memory_type
+                )
+                if r.item.metadata.get("perception_id") not in live_ids
+            ]
+            if orphans:
+                await self._aopen_spaces()
+                await self.context.adelete(self.user_id, orphans)
+            files = 0
+            for path in await asyncio.to_thread(self.files.stored_files, self.user_id):
+                if path.stem not in live_shas:
+                    await asyncio.to_thread(path.unlink, True)
+                    files += 1
+            return {"vectors": len(orphans), "files": files}
 
     def garbage_collect(self) -> dict[str, int]:
         """Sync twin of :meth:`agarbage_collect`."""
@@ -439,14 +403,11 @@ class PerceptualMemory(StoredTier):
         """This user's perceptions of one modality, newest first."""
         value = as_modality(modality)
         assert value is not None
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-            raise MemoryValidationError("limit", f"must be a positive integer, got {limit!r}")
+        limit = None if limit is None else validate_positive_int(limit, "limit")
         flt = MemoryFilter.from_kwargs(**filters)
         merged = MemoryFilter(**{**flt.model_dump(), "metadata": {**(flt.metadata or {}), "modality": value.value}})
-        records = await self._runtime.arun(
-            self.context.records.query(
-                self.user_id, memory_type=self.memory_type, filters=merged, order_by="-timestamp", limit=limit
-            )
+        records = await self.context.records.query(
+            self.user_id, memory_type=self.memory_type, filters=merged, order_by="-timestamp", limit=limit
         )
         return [r.item for r in records]
 
@@ -461,26 +422,23 @@ class PerceptualMemory(StoredTier):
         which signal matched in ``metadata["match_signal"]``.
         """
         query = validate_content(query, "query")
-        limit = self._check_limit(limit)
+        limit = validate_positive_int(limit, "limit")
         flt = MemoryFilter.from_kwargs(**filters)
 
-        async def run() -> list[MemoryItem]:
-            found = await self.search.asearch_text(query, None, flt, limit, None)
-            items = await self.search.aload(found, flt, None)
-            ranked = score_items(
-                items,
-                found.relevance,
-                now=utcnow(),
-                relevance_weight=self.config.relevance_weight,
-                recency_weight=self.config.recency_weight,
-                importance_weight=self.config.importance_weight,
-                half_life_hours=self.config.recency_half_life_hours,
-            )[:limit]
-            if ranked:
-                self.context.spawn(self.context.records.touch(self.user_id, [item.id for item in ranked]))
-            return ranked
-
-        return await self._runtime.arun(run())
+        found = await self.search.asearch_text(query, None, flt, limit, None)
+        items = await self.search.aload(found, flt, None)
+        ranked = score_items(
+            items,
+            found.relevance,
+            now=utcnow(),
+            relevance_weight=self.config.relevance_weight,
+            recency_weight=self.config.recency_weight,
+            importance_weight=self.config.importance_weight,
+            half_life_hours=self.config.recency_half_life_hours,
+        )[:limit]
+        if ranked:
+            self.context.spawn(self.context.records.touch(self.user_id, [item.id for item in ranked]))
+        return ranked
 
     async def arank(self, query: str, flt: MemoryFilter, limit: int) -> dict[str, float]:
         return (await self.search.asearch_text(query, None, flt, limit, None)).relevance
@@ -512,26 +470,23 @@ class PerceptualMemory(StoredTier):
         """
         q_modality = as_modality(query_modality, "query_modality") if query_modality != "embedding" else None
         target = as_modality(target_modality, "target_modality")
-        limit = self._check_limit(limit)
+        limit = validate_positive_int(limit, "limit")
         flt = MemoryFilter.from_kwargs(**filters)
         wanted = None if signals is None else {str(s) for s in signals}
 
-        async def run() -> list[MemoryItem]:
-            if query_modality == "embedding":
-                found = await self.search.asearch_vector(query, space, flt, limit, target, wanted)
-            elif q_modality is Modality.TEXT:
-                if not isinstance(query, str):
-                    raise MemoryValidationError("query", f"a text query must be a str, got {type(query).__name__}")
-                found = await self.search.asearch_text(validate_content(query, "query"), target, flt, limit, wanted)
-            else:
-                assert q_modality is not None
-                found = await self.search.asearch_media(query, q_modality, target, flt, limit, wanted)
-            items = await self.search.aload(found, flt, target)
-            items.sort(key=lambda item: found.relevance.get(item.id, 0.0), reverse=True)
-            top = max(found.relevance.values(), default=1.0) or 1.0
-            return [item.model_copy(update={"score": found.relevance[item.id] / top}) for item in items[:limit]]
-
-        return await self._runtime.arun(run())
+        if query_modality == "embedding":
+            found = await self.search.asearch_vector(query, space, flt, limit, target, wanted)
+        elif q_modality is Modality.TEXT:
+            if not isinstance(query, str):
+                raise MemoryValidationError("query", f"a text query must be a str, got {type(query).__name__}")
+            found = await self.search.asearch_text(validate_content(query, "query"), target, flt, limit, wanted)
+        else:
+            assert q_modality is not None
+            found = await self.search.asearch_media(query, q_modality, target, flt, limit, wanted)
+        items = await self.search.aload(found, flt, target)
+        items.sort(key=lambda item: found.relevance.get(item.id, 0.0), reverse=True)
+        top = max(found.relevance.values(), default=1.0) or 1.0
+        return [item.model_copy(update={"score": found.relevance[item.id] / top}) for item in items[:limit]]
 
     def cross_modal_search(
         self,
@@ -543,12 +498,6 @@ class PerceptualMemory(StoredTier):
     ) -> list[MemoryItem]:
         """Sync twin of :meth:`across_modal_search`."""
         return self._run(self.across_modal_search(query, query_modality, target_modality, limit, **kwargs))
-
-    @staticmethod
-    def _check_limit(limit: Any) -> int:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise MemoryValidationError("limit", f"must be a positive integer, got {limit!r}")
-        return limit
 
     async def aencoder_text_hits(
         self, encoder: PerceptionEncoder, query: str, flt: MemoryFilter, limit: int
@@ -616,15 +565,12 @@ class PerceptualMemory(StoredTier):
             model, self.settings.llm_accepts_images if include_images is None else include_images
         )
 
-        async def run() -> str:
-            items = await self.aget_many(list(perception_ids))
-            missing = set(map(str, perception_ids)) - {i.id for i in items}
-            if missing:
-                raise MemoryValidationError("perception_ids", f"no perception with id {sorted(missing)[0]!r}")
-            parts = await self.adescribe_for_context(items, include_images=attach, max_images=len(items))
-            return await aask_about(model, prompt, parts, self.files.root / ".staging")
-
-        return await self._runtime.arun(run())
+        items = await self.aget_many(list(perception_ids))
+        missing = set(map(str, perception_ids)) - {i.id for i in items}
+        if missing:
+            raise MemoryValidationError("perception_ids", f"no perception with id {sorted(missing)[0]!r}")
+        parts = await self.adescribe_for_context(items, include_images=attach, max_images=len(items))
+        return await aask_about(model, prompt, parts, self.files.root / ".staging")
 
     def generate_content(self, prompt: str, perception_ids: Sequence[str], **kwargs: Any) -> str:
         """Sync twin of :meth:`agenerate_content`."""

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from llama_index_memory_hierarchy.calibration import IDENTITY, SimilarityCalibration, group_of
 from llama_index_memory_hierarchy.entity_resolution import Entity, name_tokens, normalize_name
 from llama_index_memory_hierarchy.extraction import USER_ENTITY
+from llama_index_memory_hierarchy.ranking.fusion import rrf_fuse
 from llama_index_memory_hierarchy.tiers.semantic.state import SemanticState
 
 #: Calibrated similarity (role ``"name"``) from which an entity's name matches a query by embedding
@@ -102,10 +103,5 @@ def rank_entities(
         and calibration.calibrate(score, asked, group_of(registry.entities[eid].name), role="name")
         >= ENTITY_QUERY_SIMILARITY
     ]
-    scores: dict[str, float] = {}
-    for rank, entity in enumerate(by_words, start=1):
-        scores[entity.id] = scores.get(entity.id, 0.0) + 1.0 / (rrf_k + rank)
-    for rank, (entity, _) in enumerate(by_vector, start=1):
-        scores[entity.id] = scores.get(entity.id, 0.0) + 1.0 / (rrf_k + rank)
-    ranked = sorted(scores, key=lambda eid: scores[eid], reverse=True)[:limit]
-    return [entity_info(state, registry.entities[eid], scores[eid]) for eid in ranked]
+    fused = rrf_fuse([[entity.id for entity in by_words], [entity.id for entity, _ in by_vector]], k=rrf_k)
+    return [entity_info(state, registry.entities[eid], score) for eid, score in fused[:limit]]

@@ -33,7 +33,7 @@ from llama_index_memory_hierarchy.extraction import (
     normalize_predicate,
 )
 from llama_index_memory_hierarchy.llms import resolve_llm
-from llama_index_memory_hierarchy.ranking.fusion import score_items
+from llama_index_memory_hierarchy.ranking.fusion import rrf_fuse, score_items
 from llama_index_memory_hierarchy.stores.base import Record
 from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
 from llama_index_memory_hierarchy.tiers.episodic import StoredTier
@@ -67,6 +67,7 @@ from llama_index_memory_hierarchy.types import (
     utcnow,
     validate_content,
     validate_memory_id,
+    validate_positive_int,
 )
 
 if TYPE_CHECKING:
@@ -345,11 +346,6 @@ class SemanticMemory(StoredTier):
         """Store statements (extracting their facts) and triplet items as facts; ids in order."""
         if not items:
             return []
-        return await self._runtime.arun(self._aadd_items(items, embeddings, dedupe))
-
-    async def _aadd_items(
-        self, items: Sequence[MemoryItem], embeddings: Sequence[Any] | None, dedupe: bool
-    ) -> list[str]:
         state = await self._astate()
         ids: list[str | None] = [None] * len(items)
         facts: list[tuple[int, FactInput]] = []
@@ -392,11 +388,6 @@ class SemanticMemory(StoredTier):
         A fact's content is its triplet: add the corrected fact instead (it supersedes a
         functional one) and remove the wrong one.
         """
-        return await self._runtime.arun(self._aupdate(memory_id, content, importance, metadata))
-
-    async def _aupdate(
-        self, memory_id: str, content: str | None, importance: float | None, metadata: dict[str, Any] | None
-    ) -> bool:
         memory_id = self.check_id(memory_id)
         state = await self._astate()
         current = await self.aget(memory_id)
@@ -438,7 +429,7 @@ class SemanticMemory(StoredTier):
     async def aremove_sources(self, source_ids: Sequence[str]) -> int:
         """Forget that these memories said anything: facts only they supported go; return how many."""
         ids = [validate_memory_id(s, "source_ids") for s in source_ids]
-        return await self._runtime.arun(self._aremove_sources(ids))
+        return await self._aremove_sources(ids)
 
     def remove_sources(self, source_ids: Sequence[str]) -> int:
         """Sync twin of :meth:`aremove_sources`."""
@@ -477,9 +468,6 @@ class SemanticMemory(StoredTier):
 
     async def aclear(self) -> int:
         """Delete every semantic memory of this user and their subgraph (nothing of other users)."""
-        return await self._runtime.arun(self._aclear())
-
-    async def _aclear(self) -> int:
         state = await self._astate()
         async with state.lock:
             deleted = await self.context.records.delete_where(self.user_id, memory_type=self.memory_type)
@@ -510,23 +498,17 @@ class SemanticMemory(StoredTier):
 
         ``include_history=True`` also returns superseded facts.
         """
-        return await self._runtime.arun(self._aretrieve(query, limit, filters))
-
-    async def _aretrieve(self, query: str, limit: int, filters: dict[str, Any]) -> list[MemoryItem]:
         query = validate_content(query, "query")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise MemoryValidationError("limit", f"must be a positive integer, got {limit!r}")
+        limit = validate_positive_int(limit, "limit")
         include_history = bool(filters.pop("include_history", False))
         flt = MemoryFilter.from_kwargs(**filters)
         state = await self._astate()
         hybrid = await self.arank(query, flt, limit)
         graph_ranking = await self._agraph_ranking(state, query, max(limit * self.config.candidate_multiplier, 20))
-        k = self.config.rrf_k
         # the hybrid ranking and the graph ranking meet by reciprocal rank (their scores differ in scale)
         ordered = sorted(hybrid, key=lambda fact_id: hybrid[fact_id], reverse=True)
-        relevance = {fact_id: 1.0 / (k + rank) for rank, fact_id in enumerate(ordered, start=1)}
-        for rank, fact_id in enumerate(graph_ranking, start=1):
-            relevance[fact_id] = relevance.get(fact_id, 0.0) + self.settings.graph_weight / (k + rank)
+        weights = [1.0, self.settings.graph_weight]
+        relevance = dict(rrf_fuse([ordered, graph_ranking], weights, k=self.config.rrf_k))
         records = await self.context.records.get(self.user_id, list(relevance))
         items = [
             r.item
@@ -601,8 +583,7 @@ class SemanticMemory(StoredTier):
         """Entities within ``depth`` (1-3) hops of ``name`` in the graph, nearest first."""
         if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 3:
             raise MemoryValidationError("depth", f"must be 1, 2 or 3, got {depth!r}")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise MemoryValidationError("limit", f"must be a positive integer, got {limit!r}")
+        limit = validate_positive_int(limit, "limit")
         validate_content(name, "name")
         types = [normalize_predicate(t) for t in relation_types] if relation_types else None
         state = await self._astate()
