@@ -560,7 +560,7 @@ async def _areanalyze_keywords(records: SQLRecordStore) -> int:
     from llama_index_memory_hierarchy.language import ANALYZER_VERSION, keyword_text
     from llama_index_memory_hierarchy.ranking.pipeline import DEFAULT_RECIPE, format_turn, keyword_document
     from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
-    from llama_index_memory_hierarchy.tiers.episodic import speaker_of
+    from llama_index_memory_hierarchy.tiers.stored import speaker_of
     from llama_index_memory_hierarchy.types import MemoryType
 
     context = DEFAULT_RECIPE.context_before
@@ -606,7 +606,7 @@ async def _areembed(config: MemoryConfig, records: SQLRecordStore, report: Rebui
     from llama_index_memory_hierarchy.embeddings import EmbeddingService
     from llama_index_memory_hierarchy.ranking.pipeline import format_turn
     from llama_index_memory_hierarchy.stores.record_sql import _embedding_bytes
-    from llama_index_memory_hierarchy.tiers.episodic import speaker_of
+    from llama_index_memory_hierarchy.tiers.stored import speaker_of
     from llama_index_memory_hierarchy.types import MemoryType
 
     service = EmbeddingService.from_config(config, embed_model)
@@ -718,17 +718,13 @@ def _remove_embedded_graph(persist_dir: Path) -> bool:
 
 def _rebuild_graphs(config: MemoryConfig, users: list[str]) -> dict[str, int]:
     from llama_index_memory_hierarchy.stores.context import StoreContext
+    from llama_index_memory_hierarchy.tiers.tierset import TierSet
 
-    try:
-        from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory
-    except ImportError:  # pragma: no cover - the semantic tier is optional in partial installs
-        return {}
     context = StoreContext.acquire(config)  # the model loads only if used; rebuilding the graph embeds nothing
     written: dict[str, int] = {}
     try:
         for user_id in users:
-            tier = SemanticMemory(user_id=user_id, session_id=None, context=context)
-            written[user_id] = tier.rebuild_graph()
+            written[user_id] = TierSet(context, user_id=user_id).semantic.rebuild_graph()
     finally:
         context.release()
     return written

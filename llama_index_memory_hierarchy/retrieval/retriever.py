@@ -68,9 +68,7 @@ class TierRetriever(BaseRetriever):
         return [item_to_node(item) for item in items]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        items = await self.tier._runtime.arun(
-            self.tier.aretrieve(query_bundle.query_str, self.similarity_top_k, **self.filters)
-        )
+        items = await self.tier.aretrieve(query_bundle.query_str, self.similarity_top_k, **self.filters)
         return [item_to_node(item) for item in items]
 
 

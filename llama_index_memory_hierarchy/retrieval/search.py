@@ -58,6 +58,7 @@ from llama_index_memory_hierarchy.ranking.selection import (
     normalised_text,
     select,
 )
+from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
 from llama_index_memory_hierarchy.text import index_terms, keyword_tokens
 from llama_index_memory_hierarchy.types import (
@@ -138,12 +139,17 @@ def _speaker(item: MemoryItem) -> str | None:
     return speaker if isinstance(speaker, str) else None
 
 
-class CrossTierSearch:
+class CrossTierSearch(RuntimeBound):
     """The search of one :class:`HierarchicalMemory` (its user), over any subset of its tiers."""
 
     def __init__(self, memory: HierarchicalMemory) -> None:
         self.memory = memory
         self._pending: asyncio.Future[Any] | None = None
+
+    @property
+    def runtime(self) -> Runtime:
+        """The store runtime the search runs on."""
+        return self.memory.context.runtime
 
     def search(
         self,
@@ -154,7 +160,7 @@ class CrossTierSearch:
         **filters: Any,
     ) -> list[MemoryItem]:
         """Sync twin of :meth:`asearch`."""
-        return self.memory.context.runtime.run(self._asearch(query, limit, memory_types=memory_types, **filters))
+        return self.blocking(self.asearch(query, limit, memory_types=memory_types, **filters))
 
     async def asearch(
         self,
@@ -169,7 +175,7 @@ class CrossTierSearch:
         ``filters`` are :class:`~llama_index_memory_hierarchy.types.MemoryFilter` keys plus
         ``include_history`` (superseded facts too). Each item has ``score`` and ``explanation`` set.
         """
-        return await self.memory.context.runtime.arun(self._asearch(query, limit, memory_types=memory_types, **filters))
+        return await self._asearch(query, limit, memory_types=memory_types, **filters)
 
     # ------------------------------------------------------------------ the search
     async def _asearch(
@@ -393,7 +399,7 @@ class CrossTierSearch:
         return ranked
 
     def _graph_weight(self) -> float:
-        semantic = self.memory._extra_tiers.get("semantic")
+        semantic = self.memory.tier_set.built(MemoryType.SEMANTIC)
         settings = getattr(semantic, "settings", None)
         return float(getattr(settings, "graph_weight", 1.0))
 
