@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from llama_index_memory_hierarchy.calibration import acalibration, group_of
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.ranking.fusion import recency, score_items
 from llama_index_memory_hierarchy.ranking.pipeline import DEFAULT_RECIPE, Candidate, keyword_terms, rank_candidates
@@ -238,10 +239,17 @@ class StoredTier(MemoryTier):
         for memory_id, record in found.items():
             if memory_id not in cosine and record.embedding is not None and record.embedding.shape == vector.shape:
                 cosine[memory_id] = float(np.dot(vector, record.embedding))
+        # cosines on the model's calibrated scale (unrelated texts at 0), so dense weighs alike for every model
+        calibration = await acalibration(self.context.embeddings)
+        asked = group_of(query)
         ranked = rank_candidates(
             query,
             {i: s for i, s in keyword if i in found},
-            {i: s for i, s in cosine.items() if i in found},
+            {
+                i: float(calibration.calibrate(s, asked, group_of(found[i].item.content), role="query"))
+                for i, s in cosine.items()
+                if i in found
+            },
             {i: Candidate(i, r.item.content, speaker_of(r.item), r.item.timestamp) for i, r in found.items()},
             now=utcnow(),
         )

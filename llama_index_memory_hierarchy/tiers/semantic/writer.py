@@ -11,6 +11,7 @@ import logging
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
+from llama_index_memory_hierarchy.calibration import acalibration
 from llama_index_memory_hierarchy.entity_resolution import EntityResolver, normalize_name, types_compatible
 from llama_index_memory_hierarchy.extraction import NAME_PREDICATE, USER_ENTITY
 from llama_index_memory_hierarchy.stores.base import Record
@@ -61,7 +62,10 @@ class FactWriter:
                         await self._amerge_into_user(state, fact.object)
                     if self.resolver.name_user(registry, fact.object):
                         named.add(position)
-            resolved = await self.resolver.aresolve(registry, mentions, self.context.embeddings.aembed_texts)
+            embeddings = self.context.embeddings
+            resolved = await self.resolver.aresolve(
+                registry, mentions, embeddings.aembed_texts, await acalibration(embeddings)
+            )
             changes = apply_facts(
                 state,
                 inputs,
