@@ -264,7 +264,10 @@ async def test_onnx_builds_match_the_torch_model(minilm: EmbeddingService, torch
     cosines = (queries * reference_queries).sum(axis=1)
     assert cosines.min() >= 0.98 and cosines.mean() >= 0.99
     assert minilm.space == torch_minilm.space == "all-minilm-l6-v2-384"  # one model, one space: no reindex
-    int8 = EmbeddingService("minilm-int8")  # int8 texts too: faster ingest, a little further from torch
+    fast = emb.resolve_embed_model("minilm-int8")  # the fast path by name
+    assert isinstance(fast, emb.OnnxEmbedding) and (fast.query_precision, fast.text_precision) == ("int8", "float32")
+    source = str(default_model_path())
+    int8 = EmbeddingService(emb.OnnxEmbedding(model_name=source, text_precision="int8"))  # faster ingest, further
     cosines = ((await int8.aembed_texts(SAMPLE)) * reference_texts).sum(axis=1)
     assert cosines.min() >= 0.97 and cosines.mean() >= 0.99
     # retrieval agrees: every text is its own nearest neighbour among the others, int8 query or torch query
