@@ -561,8 +561,8 @@ class SQLRecordStore(RecordStore):
         @event.listens_for(engine.sync_engine, "begin")
         def _on_begin(connection: Any) -> None:
             options = connection.get_execution_options()
-            if options.get("lmh_one_read", False):
-                return  # one SELECT is atomic on its own (see run_transaction's one_statement)
+            if options.get("lmh_one_statement", False):
+                return  # one statement is atomic on its own (see run_transaction's one_statement)
             # Writers take the write lock up front: no deadlock-prone read-to-write upgrade.
             connection.exec_driver_sql("BEGIN IMMEDIATE" if options.get("lmh_write", False) else "BEGIN")
 
@@ -635,9 +635,10 @@ class SQLRecordStore(RecordStore):
 
         ``work`` may run more than once, so it must only touch the database. Database errors
         become :class:`StoreError`; this package's own errors pass through unchanged.
-        ``one_statement``: a read that runs a single SELECT; on SQLite it runs without
-        BEGIN/COMMIT (a statement reads one snapshot by itself), which saves the searches of
-        every query four of the nine round trips to the driver's thread that a read costs.
+        ``one_statement``: ``work`` runs a single statement; on SQLite it runs without
+        BEGIN/COMMIT (one statement reads one snapshot, or writes atomically, by itself), which
+        saves four of the nine round trips to the driver's thread that such a transaction costs:
+        the searches and access bumps of every query are such statements.
         """
         engine = self.engine
         attempt = 0
@@ -645,11 +646,11 @@ class SQLRecordStore(RecordStore):
             committing = False
             try:
                 async with self._gate(write), engine.connect() as conn:
+                    if one_statement and self._strategy.name == "sqlite":
+                        await conn.execution_options(lmh_one_statement=True)
+                        return await work(conn)  # closing the connection ends the (empty) transaction
                     if write and self._strategy.name == "sqlite":
                         await conn.execution_options(lmh_write=True)
-                    elif one_statement and self._strategy.name == "sqlite":
-                        await conn.execution_options(lmh_one_read=True)
-                        return await work(conn)  # closing the connection ends the (empty) transaction
                     async with conn.begin():
                         result = await work(conn)
                         committing = True
@@ -1003,7 +1004,7 @@ class SQLRecordStore(RecordStore):
                     .values(access_count=memories.c.access_count + 1, last_accessed=now)
                 )
 
-        await self.run_transaction(work, write=True, op="touch")
+        await self.run_transaction(work, write=True, op="touch", one_statement=len(wanted) <= CHUNK)
 
     async def delete_user(self, user_id: str, *, tombstones: bool = True) -> dict[str, int]:
         """Delete every row of ``user_id`` in every registered table with a ``user_id`` column.

@@ -17,12 +17,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.calibration import acalibration, group_of
 from llama_index_memory_hierarchy.ranking.fusion import recency, score_items
 from llama_index_memory_hierarchy.ranking.pipeline import DEFAULT_RECIPE, Candidate, keyword_terms, rank_candidates
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, Record
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
-from llama_index_memory_hierarchy.types import MemoryFilter, MemoryItem, as_utc, matches, utcnow, validate_content
+from llama_index_memory_hierarchy.types import (
+    MemoryFilter,
+    MemoryItem,
+    as_utc,
+    matches,
+    utcnow,
+    validate_content,
+    validate_positive_int,
+)
 
 if TYPE_CHECKING:
     from llama_index_memory_hierarchy.stores.context import StoreContext
@@ -186,8 +194,7 @@ class StoredTier(MemoryTier):
 
     async def aretrieve(self, query: str, limit: int = 5, **filters: Any) -> list[MemoryItem]:
         query = validate_content(query, "query")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise MemoryValidationError("limit", f"must be a positive integer, got {limit!r}")
+        limit = validate_positive_int(limit, "limit")
         flt = MemoryFilter.from_kwargs(**filters)
         relevance, found = await self._arank_records(query, flt, limit)
         ranked = score_items(
@@ -238,10 +245,17 @@ class StoredTier(MemoryTier):
         for memory_id, record in found.items():
             if memory_id not in cosine and record.embedding is not None and record.embedding.shape == vector.shape:
                 cosine[memory_id] = float(np.dot(vector, record.embedding))
+        # cosines on the model's calibrated scale (unrelated texts at 0), so dense weighs alike for every model
+        calibration = await acalibration(self.context.embeddings)
+        asked = group_of(query)
         ranked = rank_candidates(
             query,
             {i: s for i, s in keyword if i in found},
-            {i: s for i, s in cosine.items() if i in found},
+            {
+                i: float(calibration.calibrate(s, asked, group_of(found[i].item.content), role="query"))
+                for i, s in cosine.items()
+                if i in found
+            },
             {i: Candidate(i, r.item.content, speaker_of(r.item), r.item.timestamp) for i, r in found.items()},
             now=utcnow(),
         )

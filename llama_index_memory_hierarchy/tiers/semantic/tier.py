@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llama_index_memory_hierarchy.calibration import acalibration
 from llama_index_memory_hierarchy.entity_resolution import EntityResolver, normalize_name, types_compatible
 from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreError
 from llama_index_memory_hierarchy.extraction import (
@@ -200,7 +201,10 @@ class SemanticMemory(StoredTier):
                         await self._amerge_into_user(state, fact.object)
                     if self.resolver.name_user(registry, fact.object):
                         named.add(position)
-            resolved = await self.resolver.aresolve(registry, mentions, self.context.embeddings.aembed_texts)
+            embeddings = self.context.embeddings
+            resolved = await self.resolver.aresolve(
+                registry, mentions, embeddings.aembed_texts, await acalibration(embeddings)
+            )
             changes = apply_facts(
                 state,
                 inputs,
@@ -556,7 +560,8 @@ class SemanticMemory(StoredTier):
         validate_content(query, "query")
         state = await self._astate()
         vector = await self.context.embeddings.aembed_query(query)
-        return rank_entities(state, query, vector, limit=limit, rrf_k=self.config.rrf_k)
+        calibration = await acalibration(self.context.embeddings)
+        return rank_entities(state, query, vector, limit=limit, rrf_k=self.config.rrf_k, calibration=calibration)
 
     def search_entities(self, query: str, limit: int = 10) -> list[EntityInfo]:
         """Sync twin of :meth:`asearch_entities`."""
