@@ -28,7 +28,7 @@ is recycled by its checkpoints, outside this package's files). The marker goes l
 
 Resumable: a kill at any point leaves the pending record or the marker, and the next open
 of the stores (:func:`aresume_erasures`, run by ``StoreContext``) finishes the erasure;
-``maintenance.verify_indexes`` reports an unfinished one, and graph nodes or stored files of
+``ops.verify.verify_indexes`` reports an unfinished one, and graph nodes or stored files of
 a user without records. Vector indexes on a server (Qdrant, Chroma, a LlamaIndex store) are
 cleared by filter and optimised where they can be; their files are the server's.
 """
@@ -133,15 +133,9 @@ async def aresume_erasures(context: StoreContext) -> list[str]:
         finished.append(user_digest(user_id))
     if COMPACTION_PENDING in pending and not finished:
         logger.warning("finishing the compaction of an interrupted erasure")
-        await _acompact(context, (await _aopen_spaces(context, None)).values(), _graph(context))
+        await _acompact(context, (await _aopen_spaces(context, None)).values(), context.graph)
         await store.aend_erasure(COMPACTION_PENDING)
     return finished
-
-
-def _graph(context: StoreContext) -> Any:
-    from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
-
-    return context.resource("graph_store", lambda ctx: UserGraph(open_graph_store(ctx.config)))
 
 
 async def _aopen_spaces(context: StoreContext, user_id: str | None) -> dict[str, Any]:
@@ -222,7 +216,7 @@ async def _areset_live(context: StoreContext, user_id: str, report: ErasureRepor
 
 
 async def _aerase_graph(context: StoreContext, user_id: str, report: ErasureReport) -> Any:
-    graph = _graph(context)
+    graph = context.graph
     counter = getattr(graph.store, "count", None)
     if counter is not None:
         report.graph = await asyncio.to_thread(counter, user_id)
@@ -286,7 +280,7 @@ async def _avacuum_postgres(records: Any) -> None:
 
 async def _arewrite_index(context: StoreContext, index: Any) -> None:
     """Rebuild an embedded vector folder from the records (a fresh WAL and segments); optimise any other index."""
-    from llama_index_memory_hierarchy.maintenance import _reindex_space
+    from llama_index_memory_hierarchy.stores.reconcile import reindex_space
     from llama_index_memory_hierarchy.stores.vector.edge import EdgeVectorIndex
 
     if not isinstance(index, EdgeVectorIndex):
@@ -303,6 +297,6 @@ async def _arewrite_index(context: StoreContext, index: Any) -> None:
         await asyncio.to_thread(shutil.rmtree, folder, True)
         fresh = await asyncio.to_thread(lambda: EdgeVectorIndex(context.persist_dir, space, dim, flush_on_write=False))
         context._vectors[space] = fresh  # writes from now on land in the new folder too
-    await _reindex_space(context.records, fresh, space)
+    await reindex_space(context.records, fresh, space)
     await fresh.flush()
     fresh.flush_on_write = True

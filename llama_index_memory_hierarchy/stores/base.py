@@ -24,6 +24,9 @@ from llama_index_memory_hierarchy.types import MemoryFilter, MemoryItem, MemoryT
 
 #: Namespace of memory-tier records; knowledge bases use ``kb:<name>``.
 MEMORY_NAMESPACE = "memory"
+#: Namespace of the satellite records that carry a perception's non-text vectors (other encoders'
+#: spaces): the stores tell them apart from text records when they compare embedding models.
+VECTOR_NAMESPACE = "perceptual:vectors"
 
 
 @dataclass

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import ctypes.util
-import fcntl
 import functools
 import logging
 import os
@@ -32,7 +31,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 
 from llama_index_memory_hierarchy.config import MemoryConfig, redact_url
-from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreError, StoreLockedError
+from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreError
 from llama_index_memory_hierarchy.runtime import Runtime, get_runtime
 from llama_index_memory_hierarchy.stores.base import (
     MEMORY_NAMESPACE,
@@ -41,6 +40,9 @@ from llama_index_memory_hierarchy.stores.base import (
     VectorFilter,
     VectorIndex,
 )
+from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
+from llama_index_memory_hierarchy.stores.lock import FolderLock
+from llama_index_memory_hierarchy.stores.reconcile import analyzer_version, areconcile_vectors, foreign_text_spaces
 from llama_index_memory_hierarchy.stores.vector import as_vector_index, open_vector_index, record_to_point
 from llama_index_memory_hierarchy.stores.vector._common import check_vector
 from llama_index_memory_hierarchy.types import MemoryFilter, MemoryType
@@ -56,43 +58,6 @@ _CLOSE_WAIT_S = 120.0
 #: Background re-drains after a failed index write: attempts and the first delay (doubling).
 _RETRY_ATTEMPTS = 6
 _RETRY_FIRST_DELAY_S = 0.5
-
-
-class _FolderLock:
-    """An exclusive advisory lock on the persist folder: embedded stores serve one process."""
-
-    def __init__(self, folder: Path) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / ".lock"
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = self._holder()
-            os.close(self._fd)
-            if holder == os.getpid():
-                raise StoreLockedError(
-                    f"{folder}: already open in this process with other settings (embedding model or store "
-                    "URLs); open every memory of a folder with the same config and embed_model so they share "
-                    "one set of stores"
-                ) from None
-            raise StoreLockedError(
-                f"{folder}: held by another process{f' (pid {holder})' if holder else ''}; embedded stores "
-                "serve one process (share one HierarchicalMemory per process, or use a server deployment)"
-            ) from None
-        os.ftruncate(self._fd, 0)
-        os.write(self._fd, str(os.getpid()).encode())
-
-    def _holder(self) -> int | None:
-        """The pid the holder wrote into the lock file, if readable."""
-        try:
-            return int(os.pread(self._fd, 32, 0).decode().strip() or 0) or None
-        except (OSError, ValueError):
-            return None
-
-    def release(self) -> None:
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
-        os.close(self._fd)
 
 
 def vector_filter(
@@ -147,7 +112,7 @@ class StoreContext:
         self._key = key
         self._refs = 0
         self._vector_store = vector_store
-        self._lock = _FolderLock(self.persist_dir) if self._is_embedded() else None
+        self._lock = FolderLock(self.persist_dir) if self._is_embedded() else None
         self.records: RecordStore = SQLRecordStore(
             config.resolved_record_store_url, sqlite_synchronous=config.sqlite_synchronous
         )
@@ -156,6 +121,7 @@ class StoreContext:
         self._vector_lock = asyncio.Lock()
         self._outbox_lock = asyncio.Lock()
         self._resources: dict[str, Any] = {}
+        self._graph: UserGraph | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._retry: asyncio.Task[Any] | None = None
         #: ``space -> records`` embedded by another text model (counted when the space is first resolved).
@@ -196,7 +162,7 @@ class StoreContext:
         """The shared context for this configuration (created on first use).
 
         On first use it also finishes any user erasure a killed process left (``resume_erasures``;
-        ``maintenance.verify_indexes`` opens without, to report one).
+        ``ops.verify.verify_indexes`` opens without, to report one).
 
         ``vector_store`` replaces the configured vector backend: a LlamaIndex
         ``BasePydanticVectorStore`` (or a ``VectorIndex``) serving the text embedding space, or a
@@ -308,14 +274,11 @@ class StoreContext:
         await self._adrain_or_retry()
         if self._lock is not None and not self.config.vectors_on_server:
             # Vector indexes held by this process alone: repair any that lost acknowledged points.
-            from llama_index_memory_hierarchy.maintenance import areconcile_vectors
-
             await areconcile_vectors(self)
 
     async def _acheck_analyzer(self) -> None:
         """Warn when the keyword text was written by another keyword analysis (``lmh reindex`` recomputes it)."""
         from llama_index_memory_hierarchy.language import ANALYZER_VERSION
-        from llama_index_memory_hierarchy.maintenance import analyzer_version
 
         found = await analyzer_version(self.records)
         if found != ANALYZER_VERSION:
@@ -332,6 +295,8 @@ class StoreContext:
             self._retry.cancel()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
+        if self._graph is not None:
+            await self._graph.aclose()
         for resource in self._resources.values():
             close = getattr(resource, "aclose", None)
             if close is not None:
@@ -339,6 +304,14 @@ class StoreContext:
         for index in self._vectors.values():
             await index.close()
         await self.records.close()
+
+    @property
+    def graph(self) -> UserGraph:
+        """The knowledge graph of this deployment (every user's facts), opened on first use."""
+        with self._registry_lock:
+            if self._graph is None:
+                self._graph = UserGraph(open_graph_store(self.config))
+            return self._graph
 
     def resource(self, name: str, factory: Callable[[StoreContext], T]) -> T:
         """A lazily created resource shared by every user of this context (graph store, file store)."""
@@ -397,8 +370,6 @@ class StoreContext:
         await self.embeddings.aprobe()
         space = self.embeddings.space
         if self.foreign_spaces is None:
-            from llama_index_memory_hierarchy.maintenance import foreign_text_spaces
-
             self.foreign_spaces = await foreign_text_spaces(self.records, space)
             if self.foreign_spaces:
                 logger.warning(

@@ -296,7 +296,7 @@ def _content_hash(content: str) -> str:
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
 
 
-def _embedding_bytes(value: Any, field: str = "embedding") -> bytes:
+def embedding_bytes(value: Any, field: str = "embedding") -> bytes:
     """Validate an embedding (1-D, finite, non-empty) and encode it as little-endian float32."""
     try:
         array = np.asarray(value, dtype="<f4")
@@ -772,7 +772,7 @@ class SQLRecordStore(RecordStore):
             "access_count": int(item.access_count),
             "pinned": bool(item.pinned),
             "metadata": _canonical_json(item.metadata),
-            "embedding": None if record.embedding is None else _embedding_bytes(record.embedding),
+            "embedding": None if record.embedding is None else embedding_bytes(record.embedding),
             "space": _validate_space(record.space),
             "keyword": keyword,
             "keyword_scope": keyword_scope(item.user_id, record.namespace),
@@ -893,7 +893,7 @@ class SQLRecordStore(RecordStore):
                 raise MemoryValidationError("pinned", f"must be a bool, got {type(pinned).__name__}")
             values["pinned"] = pinned
         if embedding is not None:
-            values["embedding"] = _embedding_bytes(embedding)
+            values["embedding"] = embedding_bytes(embedding)
         if space is not None:
             values["space"] = _validate_space(space)
 

@@ -54,7 +54,7 @@ from llama_index_memory_hierarchy.perception.media import (
     video_keyframe_png,
 )
 from llama_index_memory_hierarchy.retrieval.fusion import reciprocal_rank_fusion, score_items
-from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, Record
+from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, VECTOR_NAMESPACE, Record
 from llama_index_memory_hierarchy.tiers.episodic import StoredTier
 from llama_index_memory_hierarchy.tiers.working import matches
 from llama_index_memory_hierarchy.types import (
@@ -75,8 +75,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Namespace of the satellite records that carry a perception's non-text vectors.
-VECTOR_NAMESPACE = "perceptual:vectors"
 #: Metadata keys the tier owns; user metadata may not set them.
 RESERVED_KEYS = frozenset(
     {"modality", "sha256", "file", "media", "phash", "caption_source", "encoders", "filename", "mime_type"}

@@ -307,12 +307,12 @@ class SemanticMemory(StoredTier):
             similarity_threshold=self.settings.similarity_threshold,
             containment_threshold=self.settings.containment_threshold,
         )
-        from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
+        from llama_index_memory_hierarchy.stores.graph import UserGraph
 
         if graph_store is not None:
             self.graph: UserGraph = UserGraph(graph_store)
         else:
-            self.graph = context.resource("graph_store", lambda ctx: UserGraph(open_graph_store(ctx.config)))
+            self.graph = context.graph
         self._state: _UserState = context.resource(f"semantic_state:{self.user_id}", lambda _: _UserState(self.user_id))
 
     # ------------------------------------------------------------------ state

@@ -18,7 +18,7 @@ import pytest
 
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreLockedError
-from llama_index_memory_hierarchy.migrate import load_target_config, main, migrate
+from llama_index_memory_hierarchy.ops.migrate import load_target_config, main, migrate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from servers import Unavailable, falkordb_server, fresh_pg_database

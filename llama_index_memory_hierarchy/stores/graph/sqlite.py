@@ -192,7 +192,7 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
             raise StoreError(
                 f"{self.path}: not a valid graph database (corrupt or foreign file): {exc}; the graph is derived "
                 "from the semantic fact records: rebuild it with `lmh reindex` "
-                "(llama_index_memory_hierarchy.maintenance.rebuild_indexes), or delete the file"
+                "(llama_index_memory_hierarchy.ops.rebuild.rebuild_indexes), or delete the file"
             ) from exc
         except BaseException:
             self._conn.close()

@@ -50,7 +50,13 @@ import sqlalchemy as sa
 
 from llama_index_memory_hierarchy.config import ENV_PREFIX, MemoryConfig, redact_url
 from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreError
-from llama_index_memory_hierarchy.stores.graph.sqlite import GRAPH_DB_NAME
+from llama_index_memory_hierarchy.runtime import get_runtime
+from llama_index_memory_hierarchy.stores.context import StoreContext
+from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
+from llama_index_memory_hierarchy.stores.graph.sqlite import GRAPH_DB_NAME, SQLitePropertyGraphStore
+from llama_index_memory_hierarchy.stores.lock import FolderLock
+from llama_index_memory_hierarchy.stores.record_sql import SQLRecordStore
+from llama_index_memory_hierarchy.stores.schema import index_outbox, memories, metadata
 
 logger = logging.getLogger(__name__)
 
@@ -176,8 +182,6 @@ def _key_columns(table: sa.Table) -> list[sa.Column[Any]]:
 
 async def _copy_table(source: Any, target: Any, table: sa.Table, progress: Progress) -> tuple[int, int]:
     """Copy the rows the target lacks; return (source rows, rows inserted)."""
-    from llama_index_memory_hierarchy.stores.schema import index_outbox
-
     keys = _key_columns(table)
     if not keys:
         raise StoreError(f"table {table.name} has no primary key: cannot migrate it safely")
@@ -257,7 +261,6 @@ async def _fix_sequences(target: Any, tables: Sequence[sa.Table]) -> None:
 
 
 async def _check_records(source: Any, target: Any, tables: Sequence[sa.Table], report: MigrationReport) -> None:
-    from llama_index_memory_hierarchy.stores.schema import memories
 
     for table in tables:
         keys = _key_columns(table)
@@ -292,7 +295,6 @@ async def _check_records(source: Any, target: Any, tables: Sequence[sa.Table], r
 
 
 async def _check_vectors(source: Any, context: Any, report: MigrationReport) -> None:
-    from llama_index_memory_hierarchy.stores.schema import memories
 
     m = memories.c
     async with source.engine.connect() as conn:
@@ -317,8 +319,6 @@ def _read_graph(path: Path) -> tuple[list[Any], list[Any]]:
     """Every node (with its embedding) and relation of an embedded ``graph.db``."""
     from llama_index.core.graph_stores.types import Relation
 
-    from llama_index_memory_hierarchy.stores.graph.sqlite import SQLitePropertyGraphStore
-
     store = SQLitePropertyGraphStore(path)
     try:
         nodes = store.get()
@@ -342,7 +342,6 @@ def _read_graph(path: Path) -> tuple[list[Any], list[Any]]:
 
 
 async def _copy_graph(source_dir: Path, target: MemoryConfig, report: MigrationReport, progress: Progress) -> None:
-    from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
 
     path = source_dir / GRAPH_DB_NAME
     if not path.exists():
@@ -429,10 +428,6 @@ async def amigrate(
 
     Must run on the package runtime loop (:func:`migrate` does that for you).
     """
-    from llama_index_memory_hierarchy.stores.context import StoreContext, _FolderLock
-    from llama_index_memory_hierarchy.stores.record_sql import SQLRecordStore
-    from llama_index_memory_hierarchy.stores.schema import metadata
-
     say = progress or (lambda message: logger.info("migrate: %s", message))
     source_config = (
         source if isinstance(source, MemoryConfig) else MemoryConfig.create(persist_dir=Path(source).expanduser())
@@ -445,7 +440,7 @@ async def amigrate(
     if source_config.resolved_record_store_url == target_config.resolved_record_store_url:
         raise MemoryValidationError("to", "the target record store is the source's own database")
     report = MigrationReport(str(source_dir), _describe(target_config))
-    lock = await asyncio.to_thread(_FolderLock, source_dir)  # nobody writes to the source meanwhile
+    lock = await asyncio.to_thread(FolderLock, source_dir)  # nobody writes to the source meanwhile
     src = SQLRecordStore(source_config.resolved_record_store_url, sqlite_synchronous=source_config.sqlite_synchronous)
     context = None
     try:
@@ -484,8 +479,6 @@ def migrate(
     **kwargs: Any,
 ) -> MigrationReport:
     """Sync twin of :func:`amigrate` (runs it on the package runtime)."""
-    from llama_index_memory_hierarchy.runtime import get_runtime
-
     return get_runtime().run(amigrate(source, target, **kwargs))
 
 
