@@ -44,7 +44,8 @@ from llama_index_memory_hierarchy.stores.reconcile import (
     text_records,
     vectors_embedded,
 )
-from llama_index_memory_hierarchy.stores.record_sql import SQLRecordStore, embedding_bytes
+from llama_index_memory_hierarchy.stores.record_sql import SQLRecordStore
+from llama_index_memory_hierarchy.stores.record_sql.rows import embedding_bytes
 from llama_index_memory_hierarchy.stores.schema import memories
 from llama_index_memory_hierarchy.stores.vector import open_vector_index
 from llama_index_memory_hierarchy.stores.vector.edge import EdgeVectorIndex
