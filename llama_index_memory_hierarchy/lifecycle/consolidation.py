@@ -28,7 +28,6 @@ never blocking an agent turn.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import Counter
 from collections.abc import Sequence
@@ -110,8 +109,7 @@ class Consolidator:
 
     def __init__(self, manager: MemoryManager) -> None:
         self.manager = manager
-        locks: dict[str, asyncio.Lock] = manager.context.resource("lifecycle.consolidation_locks", lambda _c: {})
-        self._lock = locks.setdefault(manager.user_id, asyncio.Lock())
+        self._lock = manager.context.lock(Consolidator, manager.user_id)
 
     # ------------------------------------------------------------------ entry point
     @traced("consolidate")
@@ -289,7 +287,7 @@ class Consolidator:
         from llama_index_memory_hierarchy.extraction import OfflineExtractor
         from llama_index_memory_hierarchy.tiers.semantic import FactInput
 
-        extractor = self.manager.context.resource("lifecycle.offline_extractor", lambda _c: OfflineExtractor())
+        extractor = self.manager.context.shared(OfflineExtractor)
         extractions = await extractor.aextract_many([e.content for e in batch])
         inputs: list[tuple[str, FactInput]] = []
         for event, extraction in zip(batch, extractions, strict=True):

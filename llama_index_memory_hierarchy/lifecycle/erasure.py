@@ -229,7 +229,7 @@ async def _aerase_graph(context: StoreContext, user_id: str, report: ErasureRepo
 async def _areset_semantic_state(context: StoreContext, user_id: str) -> None:
     from llama_index_memory_hierarchy.tiers.semantic import _UserState
 
-    state: _UserState = context.resource(f"semantic_state:{user_id}", lambda _c: _UserState(user_id))
+    state = context.shared(_UserState, user_id)
     async with state.lock:
         state.reset()
         state.loaded = False

@@ -58,13 +58,14 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-_LIVE = "lifecycle.live_memories"
+
+class _LiveMemories(weakref.WeakValueDictionary[int, Any]):
+    """The open memories of one store context, by ``id()`` (the context holds one of these)."""
 
 
 def live_memories(context: StoreContext) -> list[HierarchicalMemory]:
     """The open ``HierarchicalMemory`` objects of a store context in this process (managers created)."""
-    registry: weakref.WeakValueDictionary[int, Any] = context.resource(_LIVE, lambda _c: weakref.WeakValueDictionary())
-    return list(registry.values())
+    return list(context.shared(_LiveMemories).values())
 
 
 class MemoryManager:
@@ -89,7 +90,7 @@ class MemoryManager:
         self._profile_cache: tuple[tuple[Any, ...], UserProfile] | None = None
         self._version = 0
         context = memory.context
-        context.resource(_LIVE, lambda _c: weakref.WeakValueDictionary())[id(memory)] = memory
+        context.shared(_LiveMemories)[id(memory)] = memory
 
     def __repr__(self) -> str:
         return f"MemoryManager(user_id={self.user_id!r}, session_id={self.session_id!r})"

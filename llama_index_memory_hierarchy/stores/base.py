@@ -207,6 +207,33 @@ class VectorFilter:
     ids: list[str] | None = None
 
 
+def vector_filter(
+    user_id: str,
+    *,
+    namespace: str = MEMORY_NAMESPACE,
+    memory_type: MemoryType | None = None,
+    filters: MemoryFilter | None = None,
+) -> VectorFilter:
+    """Translate a :class:`MemoryFilter` to the payload filter of a vector index."""
+    equals: dict[str, Any] = {"namespace": namespace}
+    ranges: dict[str, tuple[float | None, float | None]] = {}
+    if memory_type is not None:
+        equals["memory_type"] = memory_type.value
+    ids = None
+    if filters is not None:
+        if filters.session_id is not None:
+            equals["session_id"] = filters.session_id
+        if filters.start_time is not None or filters.end_time is not None:
+            ranges["timestamp"] = (
+                filters.start_time.timestamp() if filters.start_time else None,
+                filters.end_time.timestamp() if filters.end_time else None,
+            )
+        if filters.min_importance is not None:
+            ranges["importance"] = (filters.min_importance, None)
+        ids = filters.memory_ids
+    return VectorFilter(user_id=user_id, equals=equals, ranges=ranges, ids=ids)
+
+
 #: Payload keys every memory point carries (indexed for filtering).
 PAYLOAD_KEYS = ("user_id", "namespace", "memory_type", "session_id", "timestamp", "importance")
 

@@ -24,7 +24,7 @@ import functools
 import logging
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -37,8 +37,8 @@ from llama_index_memory_hierarchy.stores.base import (
     MEMORY_NAMESPACE,
     Record,
     RecordStore,
-    VectorFilter,
     VectorIndex,
+    vector_filter,
 )
 from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
 from llama_index_memory_hierarchy.stores.lock import FolderLock
@@ -58,33 +58,6 @@ _CLOSE_WAIT_S = 120.0
 #: Background re-drains after a failed index write: attempts and the first delay (doubling).
 _RETRY_ATTEMPTS = 6
 _RETRY_FIRST_DELAY_S = 0.5
-
-
-def vector_filter(
-    user_id: str,
-    *,
-    namespace: str = MEMORY_NAMESPACE,
-    memory_type: MemoryType | None = None,
-    filters: MemoryFilter | None = None,
-) -> VectorFilter:
-    """Translate a :class:`MemoryFilter` to the payload filter of a vector index."""
-    equals: dict[str, Any] = {"namespace": namespace}
-    ranges: dict[str, tuple[float | None, float | None]] = {}
-    if memory_type is not None:
-        equals["memory_type"] = memory_type.value
-    ids = None
-    if filters is not None:
-        if filters.session_id is not None:
-            equals["session_id"] = filters.session_id
-        if filters.start_time is not None or filters.end_time is not None:
-            ranges["timestamp"] = (
-                filters.start_time.timestamp() if filters.start_time else None,
-                filters.end_time.timestamp() if filters.end_time else None,
-            )
-        if filters.min_importance is not None:
-            ranges["importance"] = (filters.min_importance, None)
-        ids = filters.memory_ids
-    return VectorFilter(user_id=user_id, equals=equals, ranges=ranges, ids=ids)
 
 
 class StoreContext:
@@ -120,7 +93,8 @@ class StoreContext:
         self._vectors: dict[str, VectorIndex] = {}
         self._vector_lock = asyncio.Lock()
         self._outbox_lock = asyncio.Lock()
-        self._resources: dict[str, Any] = {}
+        self._shared: dict[tuple[Any, ...], Any] = {}
+        self._locks: dict[tuple[Any, ...], asyncio.Lock] = {}
         self._graph: UserGraph | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._retry: asyncio.Task[Any] | None = None
@@ -297,8 +271,8 @@ class StoreContext:
             await asyncio.gather(*self._background, return_exceptions=True)
         if self._graph is not None:
             await self._graph.aclose()
-        for resource in self._resources.values():
-            close = getattr(resource, "aclose", None)
+        for value in self._shared.values():
+            close = getattr(value, "aclose", None)
             if close is not None:
                 await close()
         for index in self._vectors.values():
@@ -313,12 +287,26 @@ class StoreContext:
                 self._graph = UserGraph(open_graph_store(self.config))
             return self._graph
 
-    def resource(self, name: str, factory: Callable[[StoreContext], T]) -> T:
-        """A lazily created resource shared by every user of this context (graph store, file store)."""
+    def shared(self, kind: Callable[..., T], *key: Hashable) -> T:
+        """The one ``kind(*key)`` of this context, made on first use and shared by every memory over it.
+
+        For state a layer above keeps per deployment (a tier's per-user index, a cache): the class is
+        the key, so two modules cannot collide on a name; an ``aclose`` is awaited when the context closes.
+        """
+        slot = (kind, *key)
         with self._registry_lock:
-            if name not in self._resources:
-                self._resources[name] = factory(self)
-            return self._resources[name]
+            if slot not in self._shared:
+                self._shared[slot] = kind(*key)
+            return self._shared[slot]
+
+    def lock(self, owner: type, *key: Hashable) -> asyncio.Lock:
+        """The asyncio lock of ``owner`` (the class whose work it serialises) for ``key``, one per context.
+
+        Every memory object over these stores gets the same lock, so their writes for one user never interleave.
+        """
+        slot = (owner, *key)
+        with self._registry_lock:
+            return self._locks.setdefault(slot, asyncio.Lock())
 
     def spawn(self, coro: Any) -> None:
         """Run a coroutine in the background on the runtime loop; awaited on close."""

@@ -178,7 +178,6 @@ class PerceptualMemory(StoredTier):
         if self.settings.audio_fingerprint and not any(Modality.AUDIO in e.modalities for e in wrapped):
             wrapped.append(AudioEncoderAdapter(SpectralAudioEncoder()))
         self.encoders: list[PerceptionEncoder] = wrapped
-        self._locks: dict[str, asyncio.Lock] = context.resource("perceptual.locks", lambda _ctx: {})
 
     @staticmethod
     def _wrap_encoder(encoder: Any) -> PerceptionEncoder:
@@ -197,7 +196,7 @@ class PerceptualMemory(StoredTier):
 
     def _lock(self) -> asyncio.Lock:
         """One lock per user: dedupe check, write and file removal never interleave."""
-        return self._locks.setdefault(self.user_id, asyncio.Lock())
+        return self.context.lock(PerceptualMemory, self.user_id)
 
     def _all_encoders(self) -> list[PerceptionEncoder]:
         return [self.phash_encoder, *self.encoders]

@@ -313,7 +313,7 @@ class SemanticMemory(StoredTier):
             self.graph: UserGraph = UserGraph(graph_store)
         else:
             self.graph = context.graph
-        self._state: _UserState = context.resource(f"semantic_state:{self.user_id}", lambda _: _UserState(self.user_id))
+        self._state = context.shared(_UserState, self.user_id)
 
     # ------------------------------------------------------------------ state
     async def _astate(self) -> _UserState:
