@@ -131,7 +131,7 @@ async def profile_search(memory: HierarchicalMemory, queries: list[str]) -> dict
 
     Fresh query texts for each step, so that the query-embedding cache never answers.
     """
-    from llama_index_memory_hierarchy.retrieval.pipeline import keyword_terms
+    from llama_index_memory_hierarchy.ranking.pipeline import keyword_terms
 
     context, user = memory.context, memory.user_id
     vector = await context.embeddings.aembed_query(queries[0] + " (profile)")

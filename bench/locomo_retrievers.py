@@ -3,7 +3,7 @@
 A retriever sees the turns of one conversation (``index``) and then question *strings*
 (``search``); it never sees a question's category, evidence or answer, so whatever
 works here works in the library too. The pipeline retriever is built from the pure
-functions of :mod:`llama_index_memory_hierarchy.retrieval.pipeline`.
+functions of :mod:`llama_index_memory_hierarchy.ranking.pipeline`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import numpy as np
 from embed_cache import CachedEmbedder
 from locomo_data import Turn
 
-from llama_index_memory_hierarchy.retrieval import pipeline as P
+from llama_index_memory_hierarchy.ranking import fusion as F
+from llama_index_memory_hierarchy.ranking import pipeline as P
 
 logger = logging.getLogger(__name__)
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets DEBUG on import
@@ -164,7 +165,7 @@ class FusionBaseline:
         self.dense.index(turns)
 
     def search(self, query: str, k: int) -> list[str]:
-        fused = P.rrf_fuse([self.bm25.ranked(query), self.dense.ranked(query)], k=60)
+        fused = F.rrf_fuse([self.bm25.ranked(query), self.dense.ranked(query)], k=60)
         return [self._ids[i] for i, _ in fused[:k]]
 
 
@@ -176,7 +177,7 @@ class PipelineConfig:
     Signals: keyword (BM25) search over the turn alone and over the turn in context,
     dense search over the turn alone and over the turn in context. Each gives its
     ``depth`` best candidates; they are fused (``fusion``: ``"score"`` =
-    :func:`pipeline.score_fuse`, ``"rrf"`` = :func:`pipeline.rrf_fuse`) and re-ranked by
+    :func:`fusion.score_fuse`, ``"rrf"`` = :func:`fusion.rrf_fuse`) and re-ranked by
     :func:`pipeline.rerank` priors. With score fusion the dense similarity of every
     candidate is exact (the library reads stored vectors of the candidates), as is
     BM25 only for the keyword hits.
@@ -216,7 +217,7 @@ class PipelineConfig:
 
 
 class PipelineRetriever:
-    """The retrieval pipeline of :mod:`llama_index_memory_hierarchy.retrieval.pipeline` over one conversation."""
+    """The retrieval pipeline of :mod:`llama_index_memory_hierarchy.ranking.pipeline` over one conversation."""
 
     def __init__(self, config: PipelineConfig, embedder: CachedEmbedder | None) -> None:
         self.config = config
@@ -294,7 +295,7 @@ class PipelineRetriever:
         weights = [w for _, w, _, _ in signals]
         if cfg.fusion == "rrf":
             rankings = [sorted(s, key=s.__getitem__, reverse=True) for s, _, _, _ in signals]
-            fused = P.rrf_fuse(rankings, weights, k=cfg.rrf_k)
+            fused = F.rrf_fuse(rankings, weights, k=cfg.rrf_k)
         else:
             # Exact similarity for every candidate: the library reads the candidates' stored vectors.
             pool: set[int] = set().union(*(s for s, _, _, _ in signals))
@@ -302,7 +303,7 @@ class PipelineRetriever:
                 s if matrix is None else {i: float(matrix[i] @ self._query_vector) for i in pool}
                 for s, _, _, matrix in signals
             ]
-            fused = P.score_fuse(full, weights, normalise=[m for _, _, m, _ in signals])  # type: ignore[misc]
+            fused = F.score_fuse(full, weights, normalise=[m for _, _, m, _ in signals])  # type: ignore[misc]
         if cfg.session_boost or cfg.neighbour_smoothing:
             fused = self._smooth(fused)
         if not (cfg.entity or cfg.time or cfg.temporal):

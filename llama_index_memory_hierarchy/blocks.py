@@ -10,24 +10,36 @@ chat store (in-process SQLite by default) until then: call :func:`aflush_memory`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory.memory import BaseMemoryBlock
 from pydantic import Field
 
+from llama_index_memory_hierarchy.config import MemoryConfig
+from llama_index_memory_hierarchy.messages import format_memory, message_text
 from llama_index_memory_hierarchy.ranking.context import fill_budget
 from llama_index_memory_hierarchy.text import count_tokens
-from llama_index_memory_hierarchy.types import MemoryType
+from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
 
-if TYPE_CHECKING:
-    from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
+
+class BlockMemory(Protocol):
+    """What a block needs of the memory it serves (a ``HierarchicalMemory``): its settings, search, record."""
+
+    config: MemoryConfig
+
+    async def asearch(
+        self, query: str, limit: int = 5, *, memory_types: Sequence[MemoryType | str] | None = None, **filters: Any
+    ) -> list[MemoryItem]: ...
+
+    async def aput_messages(self, messages: list[ChatMessage]) -> None: ...
 
 
 class HierarchyMemoryBlock(BaseMemoryBlock[str]):
-    """Memories of some tiers of a :class:`HierarchicalMemory`, retrieved for the latest user message."""
+    """Memories of some tiers of a ``HierarchicalMemory``, retrieved for the latest user message."""
 
-    memory: Any = Field(description="The HierarchicalMemory this block reads.", exclude=True)
+    memory: Any = Field(description="The BlockMemory (a HierarchicalMemory) this block reads.", exclude=True)
     memory_types: list[MemoryType] = Field(description="Tiers this block retrieves from.")
     top_k: int = Field(default=5, ge=1, description="Memories returned per turn.")
     token_limit: int | None = Field(
@@ -35,12 +47,10 @@ class HierarchyMemoryBlock(BaseMemoryBlock[str]):
     )
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
-        from llama_index_memory_hierarchy.hierarchy import format_memory, message_text
-
         query = next((message_text(m) for m in reversed(messages or []) if m.role == MessageRole.USER), None)
         if not query:
             return ""
-        memory: HierarchicalMemory = self.memory
+        memory: BlockMemory = self.memory
         # the cross-tier search restricted to this block's tiers; lines fill the budget best first, whole
         items = await memory.asearch(query, 2 * self.top_k, memory_types=self.memory_types)
         budget = self.token_limit or memory.config.memory_context_token_limit
@@ -84,16 +94,15 @@ def flush_memory(memory: Any) -> int:
     return asyncio_run(aflush_memory(memory))
 
 
-def memory_blocks(memory: HierarchicalMemory, top_k: int | None = None) -> list[HierarchyMemoryBlock]:
+def memory_blocks(memory: BlockMemory, top_k: int) -> list[HierarchyMemoryBlock]:
     """One block per tier, most useful first; each ranks with the cross-tier search over its tier."""
-    k = top_k or memory.config.retrieval_top_k
     return [
         HierarchyMemoryBlock(
             name=name,
             description=description,
             memory=memory,
             memory_types=[tier],
-            top_k=k,
+            top_k=top_k,
             priority=priority,
             accept_short_term_memory=accepts,
         )

@@ -53,3 +53,7 @@ class SchemaVersionError(StoreError):
 
 class LLMRequiredError(MemoryHierarchyError):
     """A feature needs an LLM and none is configured (pass ``llm=`` or set ``Settings.llm``)."""
+
+
+class LLMReplyError(MemoryHierarchyError, ValueError):
+    """The LLM answered something the caller cannot use (not the JSON or schema asked for)."""

@@ -35,6 +35,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from llama_index_memory_hierarchy.errors import LLMReplyError
+
 logger = logging.getLogger(__name__)
 
 #: The entity first-person mentions resolve to.
@@ -1399,7 +1401,7 @@ class LLMExtractor(Extractor):
                     _LLMTriplets, PromptTemplate(EXTRACTION_PROMPT), text=chunk, max_triplets=self.max_triplets
                 )
             if not isinstance(output, _LLMTriplets):
-                raise LLMReplyInvalidError(f"expected {_LLMTriplets.__name__}, got {type(output).__name__}")
+                raise LLMReplyError(f"expected {_LLMTriplets.__name__}, got {type(output).__name__}")
             facts = []
             for triplet in output.triplets[: self.max_triplets]:
                 subject = USER_ENTITY if triplet.subject.strip().lower() in _FIRST_PERSON else triplet.subject
@@ -1454,10 +1456,6 @@ class LLMExtractor(Extractor):
             failed = [*failed, *(i for i, e in zip(empty, offline, strict=True) if e.facts)]
         self.fallbacks += len(failed)
         return results
-
-
-class LLMReplyInvalidError(ValueError):
-    """An LLM reply that does not fit the extraction schema."""
 
 
 def _words(text: str) -> set[str]:

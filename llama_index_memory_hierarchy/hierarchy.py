@@ -16,13 +16,15 @@ from collections.abc import Coroutine, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory.types import BaseMemory
 from pydantic import Field, PrivateAttr
 
+from llama_index_memory_hierarchy.blocks import HierarchyMemoryBlock, memory_blocks
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
+from llama_index_memory_hierarchy.messages import MEMORY_HEADER, format_memory, message_json, message_text, turn_message
 from llama_index_memory_hierarchy.provenance import SIGNATURE_KEY, asigning_key, is_signed_turn, sign_turn
 from llama_index_memory_hierarchy.ranking.context import fill_budget
 from llama_index_memory_hierarchy.retrieval.retriever import HierarchyRetriever
@@ -32,59 +34,13 @@ from llama_index_memory_hierarchy.text import count_tokens, truncate_to_tokens
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
 from llama_index_memory_hierarchy.tiers.episodic import EpisodicMemory
 from llama_index_memory_hierarchy.tiers.working import WorkingMemory
-from llama_index_memory_hierarchy.types import MAX_BATCH_ITEMS, MAX_METADATA_BYTES, MemoryItem, MemoryType, utcnow
+from llama_index_memory_hierarchy.types import MAX_BATCH_ITEMS, MemoryItem, MemoryType, utcnow
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: Importance given to a message by its role when the caller gives none.
 ROLE_IMPORTANCE = {"user": 0.6, "assistant": 0.4, "tool": 0.3, "system": 0.3}
-MEMORY_HEADER = (
-    "Relevant memories of this user, most relevant first (from this and earlier sessions; "
-    "use them when they help, they may be outdated):"
-)
-
-
-def message_text(message: ChatMessage) -> str:
-    """The text of a chat message; tool calls and other blocks are named in brackets."""
-    parts: list[str] = []
-    for block in message.blocks:
-        if isinstance(block, TextBlock):
-            if block.text:
-                parts.append(block.text)
-        elif isinstance(block, ToolCallBlock):
-            parts.append(f"[tool call: {block.tool_name}({block.tool_kwargs})]")
-        else:
-            parts.append(f"[{type(block).__name__.removesuffix('Block').lower()}]")
-    text = "\n".join(parts).strip()
-    return text or f"[{message.role.value} message]"
-
-
-def _serialise(message: ChatMessage) -> str | None:
-    """JSON of a message that plain text would not reproduce (tool calls, blocks), if small enough."""
-    plain = all(isinstance(block, TextBlock) for block in message.blocks) and not message.additional_kwargs
-    if plain:
-        return None
-    try:
-        data = message.model_dump_json()
-    except (TypeError, ValueError):
-        return None
-    return data if len(data.encode("utf-8")) < MAX_METADATA_BYTES // 2 else None
-
-
-def _to_message(item: MemoryItem) -> ChatMessage:
-    """The chat message a signed turn was put as (see :mod:`provenance`), with the role it was put with."""
-    role = MessageRole(item.metadata["role"])
-    raw = item.metadata.get("chat_message")
-    if raw:
-        try:
-            message = ChatMessage.model_validate_json(raw)
-            if message.role == role:
-                return message
-        except ValueError:
-            pass
-        logger.warning("memory %s: stored chat message unreadable; using its text", item.id)
-    return ChatMessage(role=role, content=item.content)
 
 
 class HierarchicalMemory(BaseMemory):
@@ -263,11 +219,9 @@ class HierarchicalMemory(BaseMemory):
     async def _asearch(self, query: str, limit: int, **kwargs: Any) -> list[MemoryItem]:
         return await asearch(self, query, limit, **kwargs)
 
-    def memory_blocks(self) -> list[Any]:
+    def memory_blocks(self) -> list[HierarchyMemoryBlock]:
         """The tiers as ``BaseMemoryBlock``s for ``llama_index.core.memory.Memory(memory_blocks=...)``."""
-        from llama_index_memory_hierarchy.blocks import memory_blocks
-
-        return memory_blocks(self)
+        return memory_blocks(self, self.config.retrieval_top_k)
 
     # ------------------------------------------------------------------ runtime plumbing
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -327,7 +281,7 @@ class HierarchicalMemory(BaseMemory):
                 )
             memory_id, content = str(uuid.uuid4()), message_text(message)
             metadata: dict[str, Any] = {"role": message.role.value}
-            raw = _serialise(message)
+            raw = message_json(message)
             if raw is not None:
                 metadata["chat_message"] = raw
             metadata[SIGNATURE_KEY] = sign_turn(
@@ -396,7 +350,7 @@ class HierarchicalMemory(BaseMemory):
                     items = [item for item in items if item.timestamp >= self._history_floor]
                 key = await asigning_key(self._context)  # only turns put() stored replay as chat messages
                 items = [item for item in items if is_signed_turn(key, item)]
-                self._history = [(i.id, _to_message(i), count_tokens(i.content)) for i in items]
+                self._history = [(i.id, turn_message(i), count_tokens(i.content)) for i in items]
             return self._history
 
     def get_all(self) -> list[ChatMessage]:
@@ -493,23 +447,3 @@ class HierarchicalMemory(BaseMemory):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def format_memory(item: MemoryItem) -> str:
-    """One memory as a context line: when, which tier, who, what (perceptions with a reference).
-
-    Always exactly one line: line breaks inside stored text become spaces, so a memory cannot
-    forge further memory lines or a new section of the context message (prompt injection).
-    """
-    when = item.timestamp.strftime("%Y-%m-%d %H:%M")
-    if item.memory_type is MemoryType.PERCEPTUAL:
-        from llama_index_memory_hierarchy.tiers.perceptual import describe_perception
-
-        return _one_line(f"- [{when} · perceptual] {describe_perception(item)}")
-    role = item.metadata.get("role") or item.metadata.get("speaker")
-    who = f" · {role}" if role else ""
-    return _one_line(f"- [{when} · {item.memory_type.value}{who}] {item.content}")
-
-
-def _one_line(text: str) -> str:
-    return " ".join(part.strip() for part in text.splitlines() if part.strip())

@@ -143,7 +143,7 @@ def _tokens(text: str) -> int:
 
 
 def _text(message: Any) -> str:
-    from llama_index_memory_hierarchy.hierarchy import message_text
+    from llama_index_memory_hierarchy.messages import message_text
 
     return message_text(message)
 

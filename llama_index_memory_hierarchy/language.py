@@ -37,6 +37,8 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any, Literal
 
+from llama_index_memory_hierarchy.types import as_utc
+
 logger = logging.getLogger(__name__)
 
 #: Version of the keyword analysis (:func:`index_terms`); stored with the record store.
@@ -246,10 +248,6 @@ def _safe_day(year: int, month: int, day: int) -> datetime | None:
         return None
 
 
-def _as_utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
 # English dates (dateparser's English search reads "may" the verb and bare numbers as dates,
 # so English keeps these patterns, which know LoCoMo-style dates and relative periods).
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
@@ -425,7 +423,7 @@ def _chinese_time_hints(query: str, now: datetime | None) -> list[TimeHint]:
         return hints
     from dateparser.search import search_dates
 
-    base = _as_utc(now).replace(tzinfo=None)
+    base = as_utc(now).replace(tzinfo=None)
     settings = {"RELATIVE_BASE": base, "PREFER_DATES_FROM": "past", "REQUIRE_PARTS": []}
     try:
         found = search_dates(text, languages=["zh"], settings=settings) or []
@@ -454,7 +452,7 @@ def extract_time_hints(text: str, now: datetime | None = None) -> list[TimeHint]
     """
     if not text:
         return []
-    now = _as_utc(now) if now is not None else None
+    now = as_utc(now) if now is not None else None
     hints = _english_time_hints(text, now)
     if has_han(text):
         hints += _chinese_time_hints(text, now)
@@ -469,32 +467,39 @@ _TEMPORAL_INTENT = re.compile(
     r"|什么时候|何时|哪一?天|哪一?年|哪个月|几月|几号|几点|多久|多长时间|什么日子",
     re.I,
 )
-_TIME_EXPRESSION = re.compile(
-    rf"\b(?:yesterday|today|tonight|tomorrow|recently|lately|ago|last|next|this (?:morning|afternoon|evening|"
-    rf"week|weekend|month|year|summer|winter|spring|fall|autumn)|weekend|(?:mon|tues|wednes|thurs|fri|satur|sun)day"
-    rf"|{_MONTH_RE}|(?:19|20)\d\d|since|until|soon|earlier|(?:a )?(?:few|couple of) (?:days|weeks|months|years)"
-    rf"|\d+ (?:days|weeks|months|years)|(?:day|week|month|year)s? (?:ago|before|after))\b"
-    r"|昨天|今天|明天|前天|后天|刚才|最近|上周|下周|本周|这周|上个?月|下个?月|这个月|去年|今年|明年|周末"
-    r"|星期[一二三四五六日天]|礼拜[一二三四五六日天]|[上下]午|早上|晚上|[0-9零〇一二两三四五六七八九十]+\s*(?:个)?(?:天|周|星期|月|年|小时)[前后以]"
-    r"|\d{1,2}\s*月\s*\d{1,2}\s*[日号]|(?:19|20)\d\d\s*年",
-    re.I,
+# One vocabulary of time words for the two predicates below: the words both read, then what only the
+# broad one (any mention of a time, for ranking) or only the narrow one (an event's time, for routing) adds.
+_WEEKDAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+_SEASON_WORDS = "summer|winter|spring|fall|autumn"
+_THIS_PERIOD = "morning|afternoon|evening|week|weekend|month|year"
+_ZH_NUMERALS = "一二两三四五六七八九十"
+_ZH_COUNTED = r"\s*(?:个)?(?:天|周|星期|月|年|小时)"
+_EN_TIME = rf"yesterday|today|tonight|ago|this (?:{_THIS_PERIOD})"
+_ZH_TIME = r"昨天|今天|前天|刚才|上周|上个?月|去年|周末|星期[一二三四五六日天]|\d{1,2}\s*月\s*\d{1,2}\s*[日号]"
+_EN_ANY_TIME = (
+    rf"tomorrow|recently|lately|last|next|this (?:{_SEASON_WORDS})|weekend|{_WEEKDAYS}|{_MONTH_RE}|(?:19|20)\d\d"
+    r"|since|until|soon|earlier|(?:a )?(?:few|couple of) (?:days|weeks|months|years)|\d+ (?:days|weeks|months|years)"
+    r"|(?:day|week|month|year)s? (?:ago|before|after)"
 )
+_ZH_ANY_TIME = (
+    r"明天|后天|最近|下周|本周|这周|下个?月|这个月|今年|明年|礼拜[一二三四五六日天]|[上下]午|早上|晚上"
+    rf"|[0-9零〇{_ZH_NUMERALS}]+{_ZH_COUNTED}[前后以]|(?:19|20)\d\d\s*年"
+)
+_EN_EVENT_TIME = (
+    rf"last (?:night|week|weekend|month|year|{_WEEKDAYS}|{_SEASON_WORDS})"
+    r"|\d+ (?:days?|weeks?|months?|years?|hours?) ago"
+    rf"|on (?:{_WEEKDAYS})|in (?:19|20)\d\d|(?:19|20)\d\d-\d\d-\d\d"
+    r"|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]* \d{1,2}(?:st|nd|rd|th)?"
+    r"|at \d{1,2}(?::\d\d)? ?(?:am|pm)?|earlier today|just now|when i was"
+)
+_ZH_EVENT_TIME = rf"昨晚|今早|上星期|前年|[0-9{_ZH_NUMERALS}]+{_ZH_COUNTED}前"
 
-
+#: Any mention of a time (``yesterday``, ``last``, ``in May``, ``2022``, ``since``, ``昨天``, ``5月2日``).
+_TIME_EXPRESSION = re.compile(rf"\b(?:{_EN_TIME}|{_EN_ANY_TIME})\b|{_ZH_TIME}|{_ZH_ANY_TIME}", re.I)
 #: Time expressions that mark an *event* ("yesterday", "last week", "on Monday", "in 2019",
 #: "3 days ago", "昨天", "上周", "三天前"): narrower than :func:`has_time_expression` (no bare
 #: "last" or "since"), for telling an event from a durable fact.
-_EVENT_TIME = re.compile(
-    r"\b(yesterday|today|tonight|this (?:morning|afternoon|evening|week|weekend|month|year)|last (?:night|week|"
-    r"weekend|month|year|monday|tuesday|wednesday|thursday|friday|saturday|sunday|summer|winter|spring|fall|"
-    r"autumn)|\d+ (?:days?|weeks?|months?|years?|hours?) ago|ago|on (?:monday|tuesday|wednesday|thursday|"
-    r"friday|saturday|sunday)|in (?:19|20)\d\d|(?:19|20)\d\d-\d\d-\d\d|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|"
-    r"oct|nov|dec)[a-z]* \d{1,2}(?:st|nd|rd|th)?|at \d{1,2}(?::\d\d)? ?(?:am|pm)?|earlier today|just now|"
-    r"when i was)\b"
-    r"|昨天|今天|前天|昨晚|今早|刚才|上周|上星期|上个?月|去年|前年|周末|星期[一二三四五六日天]"
-    r"|[0-9一二两三四五六七八九十]+\s*(?:个)?(?:天|周|星期|月|年|小时)前|\d{1,2}\s*月\s*\d{1,2}\s*[日号]",
-    re.IGNORECASE,
-)
+_EVENT_TIME = re.compile(rf"\b(?:{_EN_TIME}|{_EN_EVENT_TIME})\b|{_ZH_TIME}|{_ZH_EVENT_TIME}", re.I)
 
 
 def mentions_event_time(text: str) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import re
 import uuid
 from datetime import UTC, datetime
@@ -120,6 +121,13 @@ def validate_importance(value: Any, field: str = "importance") -> float:
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
         raise MemoryValidationError(field, f"must be in [0, 1], got {value!r}")
     return value
+
+
+def validate_positive_int(value: Any, field: str) -> int:
+    """Check a count or limit is a positive integer (``True`` is not one)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise MemoryValidationError(field, f"must be a positive integer, got {value!r}")
+    return int(value)
 
 
 def validate_metadata(value: Any, field: str = "metadata") -> dict[str, Any]:
@@ -282,3 +290,18 @@ class MemoryFilter(BaseModel):
         if data.get("memory_ids") is not None:
             data["memory_ids"] = [validate_memory_id(i, "memory_ids") for i in data["memory_ids"]]
         return cls(**data)
+
+
+def matches(item: MemoryItem, flt: MemoryFilter) -> bool:
+    """Whether an item passes a :class:`MemoryFilter` (in-process tiers filter in Python)."""
+    if flt.session_id is not None and item.session_id != flt.session_id:
+        return False
+    if flt.start_time is not None and item.timestamp < flt.start_time:
+        return False
+    if flt.end_time is not None and item.timestamp > flt.end_time:
+        return False
+    if flt.min_importance is not None and item.importance < flt.min_importance:
+        return False
+    if flt.memory_ids is not None and item.id not in flt.memory_ids:
+        return False
+    return not flt.metadata or all(item.metadata.get(k) == v for k, v in flt.metadata.items())

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
-from llama_index_memory_hierarchy.types import MemoryFilter, MemoryItem, as_utc, validate_identifier
+from llama_index_memory_hierarchy.types import (
+    MemoryFilter,
+    MemoryItem,
+    as_utc,
+    validate_identifier,
+    validate_positive_int,
+)
 
 
 @pytest.mark.parametrize(
@@ -29,3 +36,15 @@ def test_identifiers_with_line_breaks_are_refused(value: str) -> None:
         validate_identifier(value, "user_id")
     with pytest.raises(MemoryValidationError):
         MemoryItem.create(content="x", user_id="alice", session_id=value)
+
+
+@pytest.mark.parametrize("value", [0, -3, True, 2.0, "5", None])
+def test_a_positive_integer_check_names_the_field(value: object) -> None:
+    with pytest.raises(MemoryValidationError) as raised:
+        validate_positive_int(value, "similarity_top_k")
+    assert raised.value.field == "similarity_top_k" and "positive integer" in str(raised.value)
+
+
+def test_a_positive_integer_passes_as_an_int() -> None:
+    assert validate_positive_int(3, "limit") == 3
+    assert type(validate_positive_int(np.int64(7), "dim")) is int

@@ -18,6 +18,8 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llama_index_memory_hierarchy.errors import MemoryHierarchyError
+
 if TYPE_CHECKING:  # pragma: no cover
     import argparse
 
@@ -31,7 +33,7 @@ logger = logging.getLogger("llama_index_memory_hierarchy.cli")
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-class CLIError(Exception):
+class CLIError(MemoryHierarchyError):
     """A failure to report as one line on stderr, with an exit code (1 unless said otherwise)."""
 
     def __init__(self, message: str, code: int = EXIT_ERROR) -> None:

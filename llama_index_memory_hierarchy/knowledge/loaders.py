@@ -29,13 +29,15 @@ from typing import Any
 from llama_index.core.readers.base import BaseReader
 from llama_index.core.schema import Document
 
+from llama_index_memory_hierarchy.errors import MemoryHierarchyError
+
 logger = logging.getLogger(__name__)
 
 #: Most bytes read from one file (hostile-input bound; larger files are refused).
 MAX_FILE_BYTES = 200 * 1024 * 1024
 
 
-class DocumentLoadError(Exception):
+class DocumentLoadError(MemoryHierarchyError):
     """A file could not be loaded; ``path`` names it and the message says why."""
 
     def __init__(self, path: str | Path, message: str) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import AsyncGenerator, Callable, Generator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,9 +41,9 @@ from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.knowledge.chunking import merge_spans
 from llama_index_memory_hierarchy.knowledge.retriever import (
     KnowledgeRetriever,
-    _overrides,
     citation,
     node_text,
+    retrieval_options,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -224,16 +223,6 @@ def is_insufficient(answer: str) -> bool:
     """Whether an answer says the context did not contain it."""
     start = answer.strip().strip("\"'“”").strip().casefold()
     return any(start.startswith(prefix) for prefix in _INSUFFICIENT_PREFIXES)
-
-
-@contextmanager
-def retrieval_options(*, mqe_queries: int | None = None, hyde: bool | None = None, similarity_top_k: int | None = None):
-    """Switch MQE, HyDE or ``similarity_top_k`` of knowledge retrievers for the calls inside the block."""
-    token = _overrides.set(KnowledgeRetriever._overrides(mqe_queries, hyde, similarity_top_k))
-    try:
-        yield
-    finally:
-        _overrides.reset(token)
 
 
 class KnowledgeQueryEngine(BaseQueryEngine):

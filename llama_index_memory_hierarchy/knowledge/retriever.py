@@ -31,6 +31,8 @@ import contextvars
 import logging
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,7 +46,7 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, Te
 from pydantic import BaseModel, Field
 
 from llama_index_memory_hierarchy.errors import LLMRequiredError, MemoryValidationError
-from llama_index_memory_hierarchy.retrieval.fusion import reciprocal_rank_fusion
+from llama_index_memory_hierarchy.ranking.fusion import rrf_fuse
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.llms import LLM
@@ -82,6 +84,28 @@ _MAX_MQE = 10
 _overrides: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "kb_retrieval_overrides", default=None
 )
+
+
+@contextmanager
+def retrieval_options(
+    *, mqe_queries: int | None = None, hyde: bool | None = None, similarity_top_k: int | None = None
+) -> Iterator[None]:
+    """Switch MQE, HyDE or ``similarity_top_k`` of knowledge retrievers for the calls inside the block.
+
+    A context variable, so concurrent tasks each keep their own switches.
+    """
+    switches: dict[str, Any] = {}
+    if mqe_queries is not None:
+        switches["mqe_queries"] = _check_count(mqe_queries, "mqe_queries", 0, _MAX_MQE)
+    if hyde is not None:
+        switches["hyde"] = bool(hyde)
+    if similarity_top_k is not None:
+        switches["similarity_top_k"] = _check_count(similarity_top_k, "similarity_top_k", 1, 1000)
+    token = _overrides.set(switches)
+    try:
+        yield
+    finally:
+        _overrides.reset(token)
 
 
 class SearchList(BaseModel):
@@ -202,11 +226,8 @@ class KnowledgeRetriever(BaseRetriever):
         similarity_top_k: int | None = None,
     ) -> list[NodeWithScore]:
         """``retrieve`` with MQE, HyDE or ``similarity_top_k`` switched for this call only."""
-        token = _overrides.set(self._overrides(mqe_queries, hyde, similarity_top_k))
-        try:
+        with retrieval_options(mqe_queries=mqe_queries, hyde=hyde, similarity_top_k=similarity_top_k):
             return self.retrieve(query)
-        finally:
-            _overrides.reset(token)
 
     async def aretrieve_with(
         self,
@@ -217,22 +238,8 @@ class KnowledgeRetriever(BaseRetriever):
         similarity_top_k: int | None = None,
     ) -> list[NodeWithScore]:
         """Async twin of :meth:`retrieve_with`."""
-        token = _overrides.set(self._overrides(mqe_queries, hyde, similarity_top_k))
-        try:
+        with retrieval_options(mqe_queries=mqe_queries, hyde=hyde, similarity_top_k=similarity_top_k):
             return await self.aretrieve(query)
-        finally:
-            _overrides.reset(token)
-
-    @staticmethod
-    def _overrides(mqe_queries: int | None, hyde: bool | None, similarity_top_k: int | None) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if mqe_queries is not None:
-            out["mqe_queries"] = _check_count(mqe_queries, "mqe_queries", 0, _MAX_MQE)
-        if hyde is not None:
-            out["hyde"] = bool(hyde)
-        if similarity_top_k is not None:
-            out["similarity_top_k"] = _check_count(similarity_top_k, "similarity_top_k", 1, 1000)
-        return out
 
     def _options(self) -> tuple[int, bool, int]:
         current = _overrides.get() or {}
@@ -360,8 +367,8 @@ class KnowledgeRetriever(BaseRetriever):
         ]
 
         weights = [1.0 if s.source == "query" else self.expansion_weight for s in trace.searches]
-        fused = reciprocal_rank_fusion([s.ids for s in trace.searches], k=self.rrf_k, weights=weights)
-        ranked = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:top_k]
+        fused = rrf_fuse([s.ids for s in trace.searches], weights, k=self.rrf_k)
+        ranked = sorted(fused, key=lambda kv: (-kv[1], kv[0]))[:top_k]
         trace.fused = ranked
         records = await ctx.records.get(kb.user_id, [i for i, _ in ranked])
         by_id = {r.item.id: r for r in records if r.namespace == kb.namespace}
@@ -420,4 +427,12 @@ def node_text(node: NodeWithScore) -> str:
     return node.node.get_content(metadata_mode=MetadataMode.NONE)
 
 
-__all__ = ["KnowledgeRetriever", "SearchList", "SearchTrace", "citation", "parse_queries", "to_node"]
+__all__ = [
+    "KnowledgeRetriever",
+    "SearchList",
+    "SearchTrace",
+    "citation",
+    "parse_queries",
+    "retrieval_options",
+    "to_node",
+]

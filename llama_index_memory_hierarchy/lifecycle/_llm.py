@@ -12,13 +12,11 @@ import logging
 import re
 from typing import Any
 
+from llama_index_memory_hierarchy.errors import LLMReplyError
+
 logger = logging.getLogger(__name__)
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
-
-
-class LLMReplyError(ValueError):
-    """The LLM answered something the lifecycle cannot use."""
 
 
 _resolved: dict[tuple[int, bool], Any] = {}

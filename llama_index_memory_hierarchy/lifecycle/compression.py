@@ -249,7 +249,7 @@ class ConversationCompressor:
             return pending, state.summary
 
     async def _asummarise(self, previous: str | None, folded: History, cap: int) -> tuple[str, str]:
-        from llama_index_memory_hierarchy.hierarchy import message_text
+        from llama_index_memory_hierarchy.messages import message_text
 
         turns = [(message.role.value, message_text(message)) for _, message, _ in folded]
         llm = self.manager.background_llm()

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.lifecycle.importance import effective_importance
-from llama_index_memory_hierarchy.retrieval.fusion import recency
+from llama_index_memory_hierarchy.ranking.fusion import recency
 from llama_index_memory_hierarchy.tiers.base import FORGET_STRATEGIES
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType, as_utc, utcnow
 

@@ -20,6 +20,7 @@ import re
 from typing import Any
 
 from llama_index_memory_hierarchy.lifecycle._llm import LLMReplyError, acomplete, object_schema, parse_rating
+from llama_index_memory_hierarchy.ranking.fusion import reinforcement
 from llama_index_memory_hierarchy.types import MemoryItem
 
 logger = logging.getLogger(__name__)
@@ -184,13 +185,6 @@ async def aestimate_importance(
                 "importance rating by the LLM failed (%s: %s); using the offline estimate", type(exc).__name__, exc
             )
     return estimator.estimate(text), "offline"
-
-
-def reinforcement(access_count: int, *, strength: float = 0.25, saturation: float = 5.0) -> float:
-    """Share of the remaining headroom that ``access_count`` recalls add: ``strength * (1 - e^(-n/s))``."""
-    if access_count <= 0:
-        return 0.0
-    return strength * (1.0 - math.exp(-access_count / saturation))
 
 
 def effective_importance(item: MemoryItem, *, strength: float = 0.25, saturation: float = 5.0) -> float:

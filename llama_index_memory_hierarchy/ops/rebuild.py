@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.embeddings import EmbeddingService
 from llama_index_memory_hierarchy.language import ANALYZER_VERSION, keyword_text
-from llama_index_memory_hierarchy.retrieval.pipeline import DEFAULT_RECIPE, format_turn, keyword_document
+from llama_index_memory_hierarchy.ranking.pipeline import DEFAULT_RECIPE, format_turn, keyword_document
 from llama_index_memory_hierarchy.runtime import get_runtime
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, VectorIndex
 from llama_index_memory_hierarchy.stores.context import StoreContext

@@ -1,1 +1,2 @@
-"""Pure ranking helpers of the cross-tier search: selection (dedup, diversity) and context assembly."""
+"""Pure ranking below the tiers: fusion and scores (``fusion``), the keyword/dense recipe (``pipeline``),
+selection (dedup, diversity) and context assembly (``context``)."""

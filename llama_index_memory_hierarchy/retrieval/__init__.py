@@ -1,1 +1,1 @@
-"""Retrieval: rank fusion and scoring (``fusion``), LlamaIndex retrievers (``retriever``)."""
+"""Retrieval above the tiers: the cross-tier search (``search``) and LlamaIndex retrievers (``retriever``)."""

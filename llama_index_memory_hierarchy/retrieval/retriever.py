@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from llama_index_memory_hierarchy.errors import MemoryValidationError
-from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
+from llama_index_memory_hierarchy.retrieval.search import memory_types_of
+from llama_index_memory_hierarchy.types import MemoryItem, MemoryType, validate_positive_int
 
 if TYPE_CHECKING:
     from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
@@ -43,19 +43,13 @@ def item_to_node(item: MemoryItem) -> NodeWithScore:
     return NodeWithScore(node=node, score=item.score)
 
 
-def _top_k(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise MemoryValidationError("similarity_top_k", f"must be a positive integer, got {value!r}")
-    return value
-
-
 class TierRetriever(BaseRetriever):
     """Retrieves from one memory tier; filters are fixed at construction."""
 
     def __init__(self, tier: MemoryTier, similarity_top_k: int = 5, filters: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.tier = tier
-        self.similarity_top_k = _top_k(similarity_top_k)
+        self.similarity_top_k = validate_positive_int(similarity_top_k, "similarity_top_k")
         self.filters = dict(filters or {})
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -84,11 +78,9 @@ class HierarchyRetriever(BaseRetriever):
         filters: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        from llama_index_memory_hierarchy.retrieval.search import memory_types_of
-
         self.memory = memory
         self.memory_types = memory_types_of(memory_types)
-        self.similarity_top_k = _top_k(similarity_top_k)
+        self.similarity_top_k = validate_positive_int(similarity_top_k, "similarity_top_k")
         self.filters = dict(filters or {})
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:

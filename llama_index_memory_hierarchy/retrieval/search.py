@@ -11,7 +11,7 @@
 2. scores every candidate with the same signals on the same scale, whatever its tier:
    ``relevance = (keyword + dense) * (1 + entity + time + graph)``, where dense is the cosine of
    the candidate's stored vector, keyword its BM25 over the best keyword hit, entity/time the
-   priors the question carries (``retrieval.pipeline``), graph ``1/hop`` for a fact the graph
+   priors the question carries (``ranking.pipeline``), graph ``1/hop`` for a fact the graph
    reaches; then ``score = tier_evidence * (w_rel * relevance / best + w_rec * recency +
    w_imp * importance) / (w_rel + w_rec + w_imp)``, tier evidence being a fact's confidence
    (and half for a superseded fact, when history is asked for);
@@ -39,15 +39,8 @@ import numpy as np
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.language import query_stopwords
-from llama_index_memory_hierarchy.ranking.selection import (
-    Choice,
-    information_words,
-    is_content_free,
-    normalised_text,
-    select,
-)
-from llama_index_memory_hierarchy.retrieval.fusion import recency
-from llama_index_memory_hierarchy.retrieval.pipeline import (
+from llama_index_memory_hierarchy.ranking.fusion import recency
+from llama_index_memory_hierarchy.ranking.pipeline import (
     DEFAULT_RECIPE,
     entity_boost,
     extract_time_hints,
@@ -58,10 +51,24 @@ from llama_index_memory_hierarchy.retrieval.pipeline import (
     mentioned_names,
     time_score,
 )
+from llama_index_memory_hierarchy.ranking.selection import (
+    Choice,
+    information_words,
+    is_content_free,
+    normalised_text,
+    select,
+)
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
 from llama_index_memory_hierarchy.text import index_terms, keyword_tokens
-from llama_index_memory_hierarchy.tiers.working import matches
-from llama_index_memory_hierarchy.types import MemoryFilter, MemoryItem, MemoryType, utcnow, validate_content
+from llama_index_memory_hierarchy.types import (
+    MemoryFilter,
+    MemoryItem,
+    MemoryType,
+    matches,
+    utcnow,
+    validate_content,
+    validate_positive_int,
+)
 
 if TYPE_CHECKING:
     from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
@@ -98,12 +105,6 @@ class _Candidate:
     cross_modal: float = 0.0
     graph: float = 0.0
     parts: dict[str, float] = field(default_factory=dict)
-
-
-def _limit(value: Any, field_name: str = "limit") -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise MemoryValidationError(field_name, f"must be a positive integer, got {value!r}")
-    return value
 
 
 def memory_types_of(memory_types: Sequence[MemoryType | str] | MemoryType | str | None) -> list[MemoryType]:
@@ -180,7 +181,7 @@ class CrossTierSearch:
         **filters: Any,
     ) -> list[MemoryItem]:
         query = validate_content(query, "query")
-        limit = _limit(limit)
+        limit = validate_positive_int(limit, "limit")
         types = memory_types_of(memory_types)
         include_history = bool(filters.pop("include_history", False))
         flt = MemoryFilter.from_kwargs(**filters)

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
-from llama_index_memory_hierarchy.retrieval.fusion import score_items
-from llama_index_memory_hierarchy.retrieval.pipeline import (
+from llama_index_memory_hierarchy.ranking.fusion import score_items
+from llama_index_memory_hierarchy.ranking.pipeline import (
     DEFAULT_RECIPE,
     Candidate,
     format_turn,
@@ -29,12 +29,12 @@ from llama_index_memory_hierarchy.retrieval.pipeline import (
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, Record
 from llama_index_memory_hierarchy.text import keyword_tokens
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
-from llama_index_memory_hierarchy.tiers.working import matches
 from llama_index_memory_hierarchy.types import (
     MemoryFilter,
     MemoryItem,
     MemoryType,
     as_utc,
+    matches,
     utcnow,
     validate_content,
     validate_identifier,
@@ -244,7 +244,7 @@ class StoredTier(MemoryTier):
         Dense and keyword candidates are pooled; every candidate gets its exact cosine from
         its stored vector (so none loses a signal for missing one index's cut), scores are
         fused after normalisation, then boosted by the query's named people and times
-        (``retrieval.pipeline.rank_candidates``).
+        (``ranking.pipeline.rank_candidates``).
         """
         candidates = max(limit * self.config.candidate_multiplier, DEFAULT_RECIPE.candidates)
         vector = await self.context.embeddings.aembed_query(query)
@@ -334,7 +334,7 @@ class StoredTier(MemoryTier):
             ranked = sorted(items, key=lambda i: (i.importance, i.timestamp), reverse=True)
             doomed = ranked[max(keep - pinned, 0) :]
         else:
-            from llama_index_memory_hierarchy.retrieval.fusion import recency
+            from llama_index_memory_hierarchy.ranking.fusion import recency
 
             half_life = float(kwargs.get("half_life_hours", self.config.recency_half_life_hours))
             threshold = float(kwargs.get("threshold", 0.05))

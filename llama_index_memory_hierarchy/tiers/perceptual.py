@@ -31,6 +31,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from llama_index_memory_hierarchy.errors import LLMRequiredError, MemoryValidationError
+from llama_index_memory_hierarchy.messages import describe_perception
 from llama_index_memory_hierarchy.perception.encoders import (
     SIGNAL_CAPTION,
     SIGNAL_PHASH,
@@ -53,15 +54,15 @@ from llama_index_memory_hierarchy.perception.media import (
     similarity_to_hamming,
     video_keyframe_png,
 )
-from llama_index_memory_hierarchy.retrieval.fusion import reciprocal_rank_fusion, score_items
+from llama_index_memory_hierarchy.ranking.fusion import rrf_fuse, score_items
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, VECTOR_NAMESPACE, Record
 from llama_index_memory_hierarchy.tiers.episodic import StoredTier
-from llama_index_memory_hierarchy.tiers.working import matches
 from llama_index_memory_hierarchy.types import (
     MemoryFilter,
     MemoryItem,
     MemoryType,
     as_utc,
+    matches,
     utcnow,
     validate_content,
     validate_importance,
@@ -82,7 +83,6 @@ RESERVED_KEYS = frozenset(
 #: Keys a search adds to returned items.
 MATCH_KEYS = ("match_signal", "match_signals", "match_distance")
 _SATELLITE_UUID = uuid.UUID("7d0c3f9e-5b0a-4f7e-9a55-2f0c6d1b8e41")
-_DESCRIPTION_CHARS = 300
 
 #: A ranking: (signal, [(perception id, raw score)]) best first.
 Ranking = tuple[str, list[tuple[str, float]]]
@@ -122,26 +122,6 @@ class PerceptionSettings(BaseModel):
 def satellite_id(perception_id: str, space: str) -> str:
     """Id of the satellite record holding a perception's vector in ``space`` (deterministic)."""
     return str(uuid.uuid5(_SATELLITE_UUID, f"{perception_id}|{space}"))
-
-
-def describe_perception(item: MemoryItem) -> str:
-    """One line for an LLM context: modality, file, size, and the caption, with a reference id."""
-    meta = item.metadata
-    media = meta.get("media") if isinstance(meta.get("media"), dict) else {}
-    parts: list[str] = []
-    if media.get("width") and media.get("height"):
-        parts.append(f"{media['width']}x{media['height']}")
-    if media.get("duration_s"):
-        parts.append(f"{float(media['duration_s']):.1f}s")
-    if media.get("format") or media.get("codec"):
-        parts.append(str(media.get("format") or media.get("codec")))
-    name = meta.get("filename")
-    what = f"{meta.get('modality', 'perception')}{f' {name!r}' if name else ''}"
-    detail = f" ({', '.join(parts)})" if parts else ""
-    content = " ".join(item.content.split())
-    if len(content) > _DESCRIPTION_CHARS:
-        content = content[: _DESCRIPTION_CHARS - 1] + "…"
-    return f"[{what}{detail}, ref perception:{item.id}] {content}"
 
 
 class PerceptualMemory(StoredTier):
@@ -898,7 +878,7 @@ class PerceptualMemory(StoredTier):
 
     def _fuse(self, rankings: Sequence[Ranking]) -> _Matches:
         """RRF over rankings, keeping each signal's raw score and the signal that ranked a perception best."""
-        found = _Matches(reciprocal_rank_fusion([[i for i, _ in hits] for _, hits in rankings], k=self.config.rrf_k))
+        found = _Matches(dict(rrf_fuse([[i for i, _ in hits] for _, hits in rankings], k=self.config.rrf_k)))
         best_rank: dict[str, int] = {}
         for signal, hits in rankings:
             for rank, (memory_id, score) in enumerate(hits):

@@ -68,15 +68,15 @@ from llama_index_memory_hierarchy.extraction import (
     normalize_predicate,
 )
 from llama_index_memory_hierarchy.graph_export import GraphEdge, GraphNode, KnowledgeGraph
-from llama_index_memory_hierarchy.retrieval.fusion import score_items
+from llama_index_memory_hierarchy.ranking.fusion import score_items
 from llama_index_memory_hierarchy.stores.base import Record
 from llama_index_memory_hierarchy.tiers.episodic import StoredTier
-from llama_index_memory_hierarchy.tiers.working import matches
 from llama_index_memory_hierarchy.types import (
     MemoryFilter,
     MemoryItem,
     MemoryType,
     as_utc,
+    matches,
     utcnow,
     validate_content,
     validate_importance,

@@ -19,10 +19,10 @@ import numpy as np
 
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError
-from llama_index_memory_hierarchy.retrieval.fusion import score_items
+from llama_index_memory_hierarchy.ranking.fusion import score_items
 from llama_index_memory_hierarchy.text import count_tokens, keyword_tokens
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
-from llama_index_memory_hierarchy.types import MemoryFilter, MemoryItem, MemoryType, utcnow, validate_metadata
+from llama_index_memory_hierarchy.types import MemoryFilter, MemoryItem, MemoryType, matches, utcnow, validate_metadata
 
 if TYPE_CHECKING:
     from llama_index_memory_hierarchy.embeddings import EmbeddingService
@@ -38,21 +38,6 @@ class _Slot:
     tokens: int
     terms: frozenset[str]
     vector: np.ndarray | None
-
-
-def matches(item: MemoryItem, flt: MemoryFilter) -> bool:
-    """Whether an item passes a :class:`MemoryFilter` (in-process tiers filter in Python)."""
-    if flt.session_id is not None and item.session_id != flt.session_id:
-        return False
-    if flt.start_time is not None and item.timestamp < flt.start_time:
-        return False
-    if flt.end_time is not None and item.timestamp > flt.end_time:
-        return False
-    if flt.min_importance is not None and item.importance < flt.min_importance:
-        return False
-    if flt.memory_ids is not None and item.id not in flt.memory_ids:
-        return False
-    return not flt.metadata or all(item.metadata.get(k) == v for k, v in flt.metadata.items())
 
 
 class WorkingMemory(MemoryTier):

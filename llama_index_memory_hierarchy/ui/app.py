@@ -256,7 +256,7 @@ async def context(request: Request) -> Response:
     messages: list[dict[str, Any]] = []
     error = None
     if text:
-        from llama_index_memory_hierarchy.hierarchy import message_text
+        from llama_index_memory_hierarchy.messages import message_text
         from llama_index_memory_hierarchy.text import count_tokens
 
         try:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from lifecycle_llm import SUMMARY, ScriptedLLM
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
-from llama_index_memory_hierarchy.hierarchy import message_text
 from llama_index_memory_hierarchy.lifecycle.compression import SUMMARY_HEADER, extractive_summary, fit_tokens
+from llama_index_memory_hierarchy.messages import message_text
 from llama_index_memory_hierarchy.text import count_tokens
 
 FILLER = [

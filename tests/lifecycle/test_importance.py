@@ -10,8 +10,8 @@ from llama_index_memory_hierarchy.lifecycle.importance import (
     ImportanceEstimator,
     aestimate_importance,
     effective_importance,
-    reinforcement,
 )
+from llama_index_memory_hierarchy.ranking.fusion import reinforcement
 from llama_index_memory_hierarchy.types import MemoryItem
 
 

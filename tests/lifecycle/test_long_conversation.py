@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
-from llama_index_memory_hierarchy.hierarchy import message_text
+from llama_index_memory_hierarchy.messages import message_text
 from llama_index_memory_hierarchy.text import count_tokens
 
 DAYS = 8

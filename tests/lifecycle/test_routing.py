@@ -8,8 +8,8 @@ import pytest
 from lifecycle_llm import ROUTING, ScriptedLLM
 from PIL import Image
 
-from llama_index_memory_hierarchy.errors import MemoryValidationError
-from llama_index_memory_hierarchy.lifecycle.routing import HeuristicRouter, aroute, is_media
+from llama_index_memory_hierarchy.errors import LLMReplyError, MemoryHierarchyError, MemoryValidationError
+from llama_index_memory_hierarchy.lifecycle.routing import HeuristicRouter, allm_route, aroute, is_media
 from llama_index_memory_hierarchy.types import MemoryType
 
 CASES = [
@@ -103,3 +103,10 @@ def test_add_memory_offline_routing_and_media(memory_factory, tmp_path) -> None:
         manager.add_memory("   ")
     with pytest.raises(MemoryValidationError, match="importance"):
         manager.add_memory("a fact", importance=3)
+
+
+async def test_an_unusable_reply_is_still_a_value_error_and_under_the_root() -> None:
+    broken = ScriptedLLM(rules=[(ROUTING, '{"memory_type": "long-term"}')])
+    with pytest.raises(ValueError) as caught:  # the except clauses written before the root still catch it
+        await allm_route(broken, "remind me in 10 minutes")
+    assert isinstance(caught.value, LLMReplyError) and isinstance(caught.value, MemoryHierarchyError)

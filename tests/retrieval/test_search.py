@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from llama_index.core.base.llms.types import ChatMessage
 
-from llama_index_memory_hierarchy.hierarchy import MEMORY_HEADER, HierarchicalMemory
+from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
+from llama_index_memory_hierarchy.messages import MEMORY_HEADER
 from llama_index_memory_hierarchy.tools import MemoryToolSpec
 from llama_index_memory_hierarchy.types import MemoryType
 

@@ -11,8 +11,8 @@ LoCoMo by ``bench/locomo.py`` (``docs/benchmarks.md``: recall@5/@10 0.715/0.787 
    index: :func:`format_turn`, the speaker and the turn alone.
 2. **Query** the keyword index with :func:`keyword_query` (content words, stemmed:
    question words, auxiliaries and pronouns removed) and the dense index with the question.
-3. **Fuse** by score (:func:`score_fuse`: BM25 over its best, cosine as it is), which
-   keeps the margin of a sharp keyword hit that :func:`rrf_fuse` throws away.
+3. **Fuse** by score (:func:`~.fusion.score_fuse`: BM25 over its best, cosine as it is), which
+   keeps the margin of a sharp keyword hit that :func:`~.fusion.rrf_fuse` throws away.
 4. **Re-rank** with priors read from the question alone (:func:`rerank`): the people it
    names (:func:`mentioned_names`, :func:`entity_boost`), the dates it mentions
    (:func:`extract_time_hints`, :func:`time_score`), and whether it asks *when*
@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from llama_index_memory_hierarchy import language
 from llama_index_memory_hierarchy.language import (
@@ -39,9 +39,10 @@ from llama_index_memory_hierarchy.language import (
     has_time_expression,
     mentioned_names,
 )
-from llama_index_memory_hierarchy.language import _as_utc as _as_utc
 from llama_index_memory_hierarchy.language import keyword_tokens as tokenize
 from llama_index_memory_hierarchy.language import stem as light_stem
+from llama_index_memory_hierarchy.ranking.fusion import score_fuse
+from llama_index_memory_hierarchy.types import as_utc
 
 __all__ = [
     "TimeHint",
@@ -91,85 +92,6 @@ def stem_text(text: str, *, tokenizer: Callable[[str], list[str]] = tokenize) ->
 def keyword_query(query: str, *, tokenizer: Callable[[str], list[str]] = tokenize) -> str:
     """The keyword search text for a question: its content words, stemmed (``keyword_terms`` + ``light_stem``)."""
     return " ".join(light_stem(term) for term in keyword_terms(query, tokenizer=tokenizer))
-
-
-# ------------------------------------------------------------------------------ fusion
-def rrf_fuse(
-    rankings: Sequence[Sequence[K]], weights: Sequence[float] | None = None, k: float = 60.0
-) -> list[tuple[K, float]]:
-    """Weighted reciprocal rank fusion: ``score(d) = sum_i w_i / (k + rank_i(d))``, best first.
-
-    ``rankings`` are lists of keys, best first (rank 1 is the first). A key absent from a
-    ranking gets nothing from it. Ties keep the order of first appearance.
-    """
-    if weights is None:
-        weights = [1.0] * len(rankings)
-    if len(weights) != len(rankings):
-        raise ValueError(f"{len(rankings)} rankings but {len(weights)} weights")
-    scores: dict[K, float] = {}
-    for ranking, weight in zip(rankings, weights, strict=True):
-        if not weight:
-            continue
-        for rank, key in enumerate(ranking, start=1):
-            scores[key] = scores.get(key, 0.0) + weight / (k + rank)
-    return sorted(scores.items(), key=lambda kv: kv[1], reverse=True)
-
-
-Normalisation = Literal["max", "minmax", "clip", "none"]
-
-
-def normalise_scores(scores: Mapping[K, float], method: Normalisation = "max") -> dict[K, float]:
-    """Put one signal's scores on a comparable scale.
-
-    ``"max"``: divide by the best score (negatives become 0), so the best is 1: right
-    for BM25, whose scale depends on the query. ``"minmax"``: to [0, 1]. ``"clip"``:
-    negatives to 0, else unchanged: right for cosine similarity, already in [-1, 1].
-    ``"none"``: unchanged.
-    """
-    if not scores or method == "none":
-        return dict(scores)
-    if method == "clip":
-        return {key: max(value, 0.0) for key, value in scores.items()}
-    if method == "max":
-        top = max(scores.values())
-        if top <= 0:
-            return dict.fromkeys(scores, 0.0)
-        return {key: max(value, 0.0) / top for key, value in scores.items()}
-    if method == "minmax":
-        low, high = min(scores.values()), max(scores.values())
-        if high <= low:
-            return dict.fromkeys(scores, 1.0 if high > 0 else 0.0)
-        return {key: (value - low) / (high - low) for key, value in scores.items()}
-    raise ValueError(f"unknown normalisation {method!r}")
-
-
-def score_fuse(
-    signals: Sequence[Mapping[K, float]],
-    weights: Sequence[float] | None = None,
-    *,
-    normalise: Normalisation | Sequence[Normalisation] = "max",
-) -> list[tuple[K, float]]:
-    """Convex-style fusion: ``score(d) = sum_i w_i * norm_i(s_i(d))``, best first.
-
-    Unlike :func:`rrf_fuse` it keeps *how much* better a candidate is, which matters
-    when one signal is sharp (a rare keyword) and the other flat. A candidate missing
-    from a signal gets 0 from it, so give every signal the same candidate set when you
-    can (for example, compute the cosine of every candidate from its stored vector).
-    ``normalise`` is one method for all signals or one per signal (see
-    :func:`normalise_scores`).
-    """
-    if weights is None:
-        weights = [1.0] * len(signals)
-    if len(weights) != len(signals):
-        raise ValueError(f"{len(signals)} signals but {len(weights)} weights")
-    methods = [normalise] * len(signals) if isinstance(normalise, str) else list(normalise)
-    if len(methods) != len(signals):
-        raise ValueError(f"{len(signals)} signals but {len(methods)} normalisations")
-    fused: dict[K, float] = {}
-    for signal, weight, method in zip(signals, weights, methods, strict=True):
-        for key, value in normalise_scores(signal, method).items():
-            fused[key] = fused.get(key, 0.0) + weight * value
-    return sorted(fused.items(), key=lambda kv: kv[1], reverse=True)
 
 
 # ------------------------------------------------------------------------------ indexed text
@@ -260,7 +182,7 @@ def time_score(
     """
     if not hints:
         return 0.0
-    moment = _as_utc(event_time)
+    moment = as_utc(event_time)
     best = 0.0
     for hint in hints:
         if hint.start <= moment < hint.end:

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llama_index_memory_hierarchy.retrieval.pipeline import (
+from llama_index_memory_hierarchy.ranking.fusion import normalise_scores, rrf_fuse, score_fuse
+from llama_index_memory_hierarchy.ranking.pipeline import (
     DEFAULT_RECIPE,
     QUERY_STOPWORDS,
     Candidate,
@@ -27,11 +28,8 @@ from llama_index_memory_hierarchy.retrieval.pipeline import (
     keyword_terms,
     light_stem,
     mentioned_names,
-    normalise_scores,
     rank_candidates,
     rerank,
-    rrf_fuse,
-    score_fuse,
     stem_text,
     time_score,
     tokenize,

@@ -1,0 +1,104 @@
+"""Chat messages as memories and memories as context lines: the text both ways, nothing else.
+
+Below the tiers and the hierarchy, so that every part which reads a ``ChatMessage`` (the
+hierarchy, its memory blocks, compression, tracing, the UI) or writes a memory into an LLM's
+context shares one rendering.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
+
+from llama_index_memory_hierarchy.types import MAX_METADATA_BYTES, MemoryItem, MemoryType
+
+logger = logging.getLogger(__name__)
+
+#: First line of the memory section of the context message.
+MEMORY_HEADER = (
+    "Relevant memories of this user, most relevant first (from this and earlier sessions; "
+    "use them when they help, they may be outdated):"
+)
+#: Longest caption or text of a perception shown in a context line.
+DESCRIPTION_CHARS = 300
+
+
+def message_text(message: ChatMessage) -> str:
+    """The text of a chat message; tool calls and other blocks are named in brackets."""
+    parts: list[str] = []
+    for block in message.blocks:
+        if isinstance(block, TextBlock):
+            if block.text:
+                parts.append(block.text)
+        elif isinstance(block, ToolCallBlock):
+            parts.append(f"[tool call: {block.tool_name}({block.tool_kwargs})]")
+        else:
+            parts.append(f"[{type(block).__name__.removesuffix('Block').lower()}]")
+    text = "\n".join(parts).strip()
+    return text or f"[{message.role.value} message]"
+
+
+def message_json(message: ChatMessage) -> str | None:
+    """JSON of a message that plain text would not reproduce (tool calls, blocks), if small enough."""
+    plain = all(isinstance(block, TextBlock) for block in message.blocks) and not message.additional_kwargs
+    if plain:
+        return None
+    try:
+        data = message.model_dump_json()
+    except (TypeError, ValueError):
+        return None
+    return data if len(data.encode("utf-8")) < MAX_METADATA_BYTES // 2 else None
+
+
+def turn_message(item: MemoryItem) -> ChatMessage:
+    """The chat message a signed turn was put as (see :mod:`provenance`), with the role it was put with."""
+    role = MessageRole(item.metadata["role"])
+    raw = item.metadata.get("chat_message")
+    if raw:
+        try:
+            message = ChatMessage.model_validate_json(raw)
+            if message.role == role:
+                return message
+        except ValueError:
+            pass
+        logger.warning("memory %s: stored chat message unreadable; using its text", item.id)
+    return ChatMessage(role=role, content=item.content)
+
+
+def describe_perception(item: MemoryItem) -> str:
+    """One line for an LLM context: modality, file, size, and the caption, with a reference id."""
+    meta = item.metadata
+    media = meta.get("media") if isinstance(meta.get("media"), dict) else {}
+    parts: list[str] = []
+    if media.get("width") and media.get("height"):
+        parts.append(f"{media['width']}x{media['height']}")
+    if media.get("duration_s"):
+        parts.append(f"{float(media['duration_s']):.1f}s")
+    if media.get("format") or media.get("codec"):
+        parts.append(str(media.get("format") or media.get("codec")))
+    name = meta.get("filename")
+    what = f"{meta.get('modality', 'perception')}{f' {name!r}' if name else ''}"
+    detail = f" ({', '.join(parts)})" if parts else ""
+    content = " ".join(item.content.split())
+    if len(content) > DESCRIPTION_CHARS:
+        content = content[: DESCRIPTION_CHARS - 1] + "…"
+    return f"[{what}{detail}, ref perception:{item.id}] {content}"
+
+
+def format_memory(item: MemoryItem) -> str:
+    """One memory as a context line: when, which tier, who, what (perceptions with a reference).
+
+    Always exactly one line: line breaks inside stored text become spaces, so a memory cannot
+    forge further memory lines or a new section of the context message (prompt injection).
+    """
+    when = item.timestamp.strftime("%Y-%m-%d %H:%M")
+    if item.memory_type is MemoryType.PERCEPTUAL:
+        return _one_line(f"- [{when} · perceptual] {describe_perception(item)}")
+    role = item.metadata.get("role") or item.metadata.get("speaker")
+    who = f" · {role}" if role else ""
+    return _one_line(f"- [{when} · {item.memory_type.value}{who}] {item.content}")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
