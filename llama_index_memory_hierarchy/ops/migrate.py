@@ -55,6 +55,7 @@ from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
 from llama_index_memory_hierarchy.stores.graph.sqlite import GRAPH_DB_NAME, SQLitePropertyGraphStore
 from llama_index_memory_hierarchy.stores.lock import FolderLock
+from llama_index_memory_hierarchy.stores.reconcile import analyzer_version, set_analyzer_version
 from llama_index_memory_hierarchy.stores.record_sql import SQLRecordStore
 from llama_index_memory_hierarchy.stores.schema import index_outbox, memories, metadata
 
@@ -64,7 +65,8 @@ __all__ = ["MigrationReport", "amigrate", "load_target_config", "main", "migrate
 
 #: Rows per batch (one target transaction each).
 BATCH = 500
-#: Tables that are bookkeeping, never copied: the outbox is rebuilt, the schema version is the target's own.
+#: Tables that are bookkeeping, never copied: the outbox is rebuilt, the schema version is the target's own
+#: (its keyword analysis version row follows the copied keyword text: :func:`_copy_analyzer_version`).
 _SKIP_TABLES = {"index_outbox", "schema_info"}
 Progress = Callable[[str], None]
 
@@ -231,6 +233,22 @@ async def _copy_table(source: Any, target: Any, table: sa.Table, progress: Progr
 
         inserted += await target.run_transaction(work, write=True, op=f"migrate {table.name}")
         progress(f"{table.name}: {total} rows read, {inserted} copied")
+
+
+async def _copy_analyzer_version(
+    source: SQLRecordStore, target: SQLRecordStore, target_was_empty: bool, report: MigrationReport
+) -> None:
+    """Mark the target with the keyword analysis its copied keyword text was written with.
+
+    Why: the text is copied as it is, so a store written by an older analysis must keep saying so
+    (the warning that names ``lmh reindex``); a target that held records already keeps the older
+    of the two versions.
+    """
+    version = await analyzer_version(source)
+    if not target_was_empty:
+        version = min(version, await analyzer_version(target))
+    await target.run_transaction(lambda conn: set_analyzer_version(conn, version), op="migrate analyzer version")
+    report.checks.append(Check("keyword analysis version", version, await analyzer_version(target)))
 
 
 async def _fix_sequences(target: Any, tables: Sequence[sa.Table]) -> None:
@@ -452,10 +470,12 @@ async def amigrate(
             present = set(await conn.run_sync(lambda s: sa.inspect(s).get_table_names()))
         tables = [t for t in tables if t.name in present]
         await dst.create_tables()
+        target_was_empty = await dst.count(None, namespace=None) == 0
         for table in tables:
             _, inserted = await _copy_table(src, dst, table, say)
             report.copied[f"rows of {table.name}"] = inserted
         await _fix_sequences(dst, tables)
+        await _copy_analyzer_version(src, dst, target_was_empty, report)
         say("indexing vectors from the outbox")
         report.copied["vector operations"] = await context.drain_outbox()
         await _check_records(src, dst, tables, report)

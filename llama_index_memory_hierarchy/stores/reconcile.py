@@ -193,7 +193,7 @@ async def foreign_text_spaces(records: Any, space: str) -> dict[str, int]:
     return await store.run_transaction(work, write=False, op="foreign spaces")
 
 
-async def analyzer_version(records: Any) -> int | None:
+async def analyzer_version(records: Any) -> int:
     """The keyword analysis version the store's keyword text was written with.
 
     A store with records but no version row was written before versions were kept: version 1.
