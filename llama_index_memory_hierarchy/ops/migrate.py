@@ -45,7 +45,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import sqlalchemy as sa
 
 from llama_index_memory_hierarchy.config import ENV_PREFIX, MemoryConfig, redact_url
@@ -335,26 +334,9 @@ async def _check_vectors(source: Any, context: Any, report: MigrationReport) -> 
 
 def _read_graph(path: Path) -> tuple[list[Any], list[Any]]:
     """Every node (with its embedding) and relation of an embedded ``graph.db``."""
-    from llama_index.core.graph_stores.types import Relation
-
     store = SQLitePropertyGraphStore(path)
     try:
-        nodes = store.get()
-        embeddings = {
-            node_id: np.frombuffer(blob, dtype="<f4").astype(float).tolist()
-            for node_id, blob in store._read("SELECT id, embedding FROM graph_nodes WHERE embedding IS NOT NULL")
-        }
-        for node in nodes:
-            if node.id in embeddings:
-                node.embedding = embeddings[node.id]
-        relations = [
-            Relation(label=label, source_id=source, target_id=target, properties=json.loads(props))
-            for source, label, target, props in store._read(
-                "SELECT source_id, label, target_id, properties FROM graph_relations "
-                "ORDER BY source_id, label, target_id"
-            )
-        ]
-        return nodes, relations
+        return store.dump()
     finally:
         store.close()
 
