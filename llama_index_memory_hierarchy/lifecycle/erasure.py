@@ -247,7 +247,7 @@ async def _acompact(context: StoreContext, indexes: Any, graph: Any) -> None:
             await conn.exec_driver_sql("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
 
         await records.run_transaction(optimize, write=True, op="fts optimize")
-        async with records._gate(True), records.engine.connect() as conn:
+        async with records.connection(write=True) as conn:
             raw = await conn.get_raw_connection()
             driver = raw.driver_connection  # aiosqlite, autocommit (the store issues BEGIN itself)
             await driver.execute("VACUUM")

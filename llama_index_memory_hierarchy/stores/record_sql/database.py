@@ -15,7 +15,7 @@ import contextlib
 import logging
 import random
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal, Self, TypeVar
 
@@ -330,6 +330,15 @@ class SQLDatabase:
                 yield
         else:
             yield
+
+    @contextlib.asynccontextmanager
+    async def connection(self, *, write: bool = False) -> AsyncIterator[AsyncConnection]:
+        """A connection outside :meth:`run_transaction` (no retry, no transaction: e.g. for ``VACUUM``).
+
+        A writer waits for this process's other SQLite writers first, as a transaction's does.
+        """
+        async with self._gate(write), self.engine.connect() as conn:
+            yield conn
 
     def _retryable(self, exc: BaseException, committing: bool) -> bool:
         if isinstance(exc, IntegrityError):
