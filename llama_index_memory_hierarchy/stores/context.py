@@ -31,7 +31,9 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 
 from llama_index_memory_hierarchy.config import MemoryConfig, redact_url
+from llama_index_memory_hierarchy.embeddings import EmbeddingService
 from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreError
+from llama_index_memory_hierarchy.language import ANALYZER_VERSION
 from llama_index_memory_hierarchy.runtime import Runtime, get_runtime
 from llama_index_memory_hierarchy.stores.base import (
     MEMORY_NAMESPACE,
@@ -43,6 +45,7 @@ from llama_index_memory_hierarchy.stores.base import (
 from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
 from llama_index_memory_hierarchy.stores.lock import FolderLock
 from llama_index_memory_hierarchy.stores.reconcile import analyzer_version, areconcile_vectors, foreign_text_spaces
+from llama_index_memory_hierarchy.stores.record_sql import SQLRecordStore
 from llama_index_memory_hierarchy.stores.vector import as_vector_index, open_vector_index, record_to_point
 from llama_index_memory_hierarchy.stores.vector._common import check_vector
 from llama_index_memory_hierarchy.types import MemoryFilter, MemoryType
@@ -76,9 +79,6 @@ class StoreContext:
         key: tuple[Any, ...],
         vector_store: Any = None,
     ) -> None:
-        from llama_index_memory_hierarchy.embeddings import EmbeddingService
-        from llama_index_memory_hierarchy.stores.record_sql import SQLRecordStore
-
         self.config = config
         self.runtime = runtime
         self.persist_dir = Path(config.persist_dir).expanduser().resolve()
@@ -252,8 +252,6 @@ class StoreContext:
 
     async def _acheck_analyzer(self) -> None:
         """Warn when the keyword text was written by another keyword analysis (``lmh reindex`` recomputes it)."""
-        from llama_index_memory_hierarchy.language import ANALYZER_VERSION
-
         found = await analyzer_version(self.records)
         if found != ANALYZER_VERSION:
             logger.warning(
