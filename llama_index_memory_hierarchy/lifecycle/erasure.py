@@ -40,7 +40,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -238,7 +237,7 @@ async def _areset_semantic_state(context: StoreContext, user_id: str) -> None:
 async def _acompact(context: StoreContext, indexes: Any, graph: Any) -> None:
     """Leave no deleted byte in vector folders, SQLite files (free pages, FTS5 segments, WAL) or PostgreSQL heaps."""
     for index in list(indexes):
-        await _arewrite_index(context, index)
+        await context.arewrite_index(index)
     records: Any = context.records
     dialect = getattr(records, "dialect", None)
     if dialect == "sqlite":
@@ -276,27 +275,3 @@ async def _avacuum_postgres(records: Any) -> None:
         for table in metadata.sorted_tables:
             if table.name in existing:
                 await conn.exec_driver_sql(f'VACUUM FULL "{table.name}"')  # names from our own metadata
-
-
-async def _arewrite_index(context: StoreContext, index: Any) -> None:
-    """Rebuild an embedded vector folder from the records (a fresh WAL and segments); optimise any other index."""
-    from llama_index_memory_hierarchy.stores.reconcile import reindex_space
-    from llama_index_memory_hierarchy.stores.vector.edge import EdgeVectorIndex
-
-    if not isinstance(index, EdgeVectorIndex):
-        optimize = getattr(index, "optimize", None)
-        if optimize is not None:
-            await optimize()
-        return
-    space, dim, folder = index.space, index.dim, index.path
-    async with context._vector_lock:
-        if context._vectors.get(space) is not index:
-            return  # already replaced
-        del context._vectors[space]
-        await index.close()
-        await asyncio.to_thread(shutil.rmtree, folder, True)
-        fresh = await asyncio.to_thread(lambda: EdgeVectorIndex(context.persist_dir, space, dim, flush_on_write=False))
-        context._vectors[space] = fresh  # writes from now on land in the new folder too
-    await reindex_space(context.records, fresh, space)
-    await fresh.flush()
-    fresh.flush_on_write = True

@@ -23,6 +23,7 @@ import ctypes.util
 import functools
 import logging
 import os
+import shutil
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
@@ -44,10 +45,16 @@ from llama_index_memory_hierarchy.stores.base import (
 )
 from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
 from llama_index_memory_hierarchy.stores.lock import FolderLock
-from llama_index_memory_hierarchy.stores.reconcile import analyzer_version, areconcile_vectors, foreign_text_spaces
+from llama_index_memory_hierarchy.stores.reconcile import (
+    analyzer_version,
+    areconcile_vectors,
+    foreign_text_spaces,
+    reindex_space,
+)
 from llama_index_memory_hierarchy.stores.record_sql import SQLRecordStore
 from llama_index_memory_hierarchy.stores.vector import as_vector_index, open_vector_index, record_to_point
 from llama_index_memory_hierarchy.stores.vector._common import check_vector
+from llama_index_memory_hierarchy.stores.vector.edge import EdgeVectorIndex
 from llama_index_memory_hierarchy.types import MemoryFilter, MemoryType
 
 logger = logging.getLogger(__name__)
@@ -524,6 +531,29 @@ class StoreContext:
                     logger.error("memory %s cannot be indexed and is skipped: %s", record.item.id, exc)
 
     # ------------------------------------------------------------------ reads
+    async def arewrite_index(self, index: VectorIndex) -> None:
+        """Rebuild an embedded vector folder from the records (a fresh WAL and segments); optimise any other index.
+
+        Erasure calls this so that no deleted vector stays readable in a segment or the WAL.
+        """
+        if not isinstance(index, EdgeVectorIndex):
+            optimize = getattr(index, "optimize", None)
+            if optimize is not None:
+                await optimize()
+            return
+        space, dim, folder = index.space, index.dim, index.path
+        async with self._vector_lock:
+            if self._vectors.get(space) is not index:
+                return  # already replaced
+            del self._vectors[space]
+            await index.close()
+            await asyncio.to_thread(shutil.rmtree, folder, True)
+            fresh = await asyncio.to_thread(lambda: EdgeVectorIndex(self.persist_dir, space, dim, flush_on_write=False))
+            self._vectors[space] = fresh  # writes from now on land in the new folder too
+        await reindex_space(self.records, fresh, space)
+        await fresh.flush()
+        fresh.flush_on_write = True
+
     async def adense_search(
         self,
         user_id: str,
