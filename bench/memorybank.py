@@ -13,7 +13,7 @@ turns is found), hit@k and MRR, plus ingestion throughput and query latency (p50
 
 Systems: ``bm25`` (bm25s over the library's keyword tokens, so Chinese is segmented by
 jieba; English stopwords removed), ``dense`` (cosine of the bundled MiniLM embeddings),
-``pipeline`` (the recipe of ``retrieval/pipeline.py`` as ``bench/locomo.py`` runs it),
+``pipeline`` (the recipe of ``ranking/pipeline.py`` as ``bench/locomo.py`` runs it),
 ``episodic`` (the library's episodic tier alone: ``bench/locomo.py``'s ``HierarchySystem``)
 and ``hierarchy`` (the whole hierarchy as ``bench/locomo.py``'s ``WholeHierarchySystem`` runs it: each
 day consolidated offline, then ``HierarchicalMemory.as_retriever``; a derived memory counts for its sources).

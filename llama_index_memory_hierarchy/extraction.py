@@ -947,6 +947,28 @@ def _posseg() -> Any:
     return _jieba_pseg
 
 
+def is_noun(word: str, texts: Sequence[str]) -> bool:
+    """Whether ``word`` is used as a noun (not a stop word) in ``texts``: spaCy for English, jieba for Chinese.
+
+    Without spaCy an English word is never a noun: a heuristic that cannot tell "keep" from
+    "bouldering" says nothing.
+    """
+    if _CJK.search(word):
+        return any(
+            pair.word == word and pair.flag.startswith("n") and len(word) > 1
+            for text in texts
+            for pair in _posseg().cut(text)
+        )
+    nlp = load_spacy()
+    if nlp is None:
+        return False
+    for doc in nlp.pipe(texts):
+        for token in doc:
+            if (token.lower_ == word or token.lemma_.lower() == word) and token.pos_ in {"NOUN", "PROPN"}:
+                return not token.is_stop
+    return False
+
+
 def _verb_object(word: str, flag: str) -> bool:
     """ "喝酒", "弹钢琴": a relation verb and its object written as one word (not "学生", "打算")."""
     if word in ZH_VERBS or word in _ZH_CONTROL or word in _ZH_REQUESTS or word in ZH_RELATIONS or len(word) < 2:

@@ -24,6 +24,11 @@ from llama_index_memory_hierarchy.blocks import HierarchyMemoryBlock, memory_blo
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
+from llama_index_memory_hierarchy.lifecycle.deletion import adelete_memories
+from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
+from llama_index_memory_hierarchy.lifecycle.manager import MemoryManager
+from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
+from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
 from llama_index_memory_hierarchy.messages import MEMORY_HEADER, format_memory, message_json, message_text, turn_message
 from llama_index_memory_hierarchy.provenance import SIGNATURE_KEY, asigning_key, is_signed_turn, sign_turn
 from llama_index_memory_hierarchy.ranking.context import fill_budget
@@ -62,7 +67,7 @@ class HierarchicalMemory(BaseMemory):
     _context_cache: tuple[tuple[Any, ...], ChatMessage | None] | None = PrivateAttr(default=None)
     _version: int = PrivateAttr(default=0)
     _closed: bool = PrivateAttr(default=False)
-    _manager: Any = PrivateAttr(default=None)
+    _manager: MemoryManager = PrivateAttr()
     _search: CrossTierSearch | None = PrivateAttr(default=None)
 
     @classmethod
@@ -82,7 +87,7 @@ class HierarchicalMemory(BaseMemory):
         graph_store: Any = None,
         perception_encoders: Sequence[Any] = (),
         vector_store: Any = None,
-        lifecycle: Any = None,
+        lifecycle: LifecycleSettings | None = None,
         **config_overrides: Any,
     ) -> HierarchicalMemory:
         """Open (or create) the memory of ``user_id`` in ``persist_dir``, offline by default.
@@ -115,9 +120,7 @@ class HierarchicalMemory(BaseMemory):
         memory._attach(context, lifecycle)
         return memory
 
-    def _attach(self, context: StoreContext, lifecycle: Any = None) -> None:
-        from llama_index_memory_hierarchy.lifecycle.manager import MemoryManager
-
+    def _attach(self, context: StoreContext, lifecycle: LifecycleSettings | None = None) -> None:
         self._context = context
         self._episodic = EpisodicMemory(user_id=self.user_id, session_id=self.session_id, context=context)
         self._working = WorkingMemory(
@@ -129,8 +132,21 @@ class HierarchicalMemory(BaseMemory):
             on_evict=self._aon_evict,
             on_remove=self._aon_remove,
         )
-        self._manager = MemoryManager(self, llm=self._llm, settings=lifecycle)
         self._search = CrossTierSearch(self)
+        deps = LifecycleDeps(
+            context=context,
+            tiers=self,
+            store=LifecycleStore(context),
+            search=self._search,
+            config=self.config,
+            settings=lifecycle or LifecycleSettings(),
+            user_id=self.user_id,
+            session_id=self.session_id,
+            areset_context=self._areset,
+            forget_turns=self._forget_turns,
+            llm_given=self._llm,
+        )
+        self._manager = MemoryManager(deps)
 
     async def _aon_evict(self, items: list[MemoryItem]) -> None:
         """Working memory evicted ``items``: the ones that matter and are not durable yet move to episodic."""
@@ -138,15 +154,24 @@ class HierarchicalMemory(BaseMemory):
 
     async def _aon_remove(self, memory_id: str) -> bool:
         """``working.remove(id)``: the deletion path (a put turn goes from episodic memory too)."""
-        from llama_index_memory_hierarchy.lifecycle.deletion import adelete_memories
-
         report = await adelete_memories(self._context, self.user_id, [memory_id], memory_type=MemoryType.WORKING)
         return memory_id in report.deleted
 
+    def _forget_turns(self, ids: set[str]) -> bool:
+        """Deleted turns leave the replayed history and the cached memory message; whether one was there."""
+        self._context_cache = None
+        history = self._history
+        if history is None:
+            return False
+        kept = [entry for entry in history if entry[0] not in ids]
+        found = len(kept) < len(history)
+        history[:] = kept
+        return found
+
     @property
-    def manager(self) -> Any:
-        """The :class:`~llama_index_memory_hierarchy.lifecycle.manager.MemoryManager` of this memory:
-        routing, cross-tier retrieval, consolidation, forgetting, erasure, export and import."""
+    def manager(self) -> MemoryManager:
+        """The lifecycle of this memory: routing, cross-tier retrieval, consolidation, forgetting,
+        erasure, export and import."""
         return self._manager
 
     # ------------------------------------------------------------------ tiers
@@ -413,7 +438,7 @@ class HierarchicalMemory(BaseMemory):
         One line per memory (time, tier, text), best first, none twice; the history window
         (``exclude``) is shown anyway, so it is left out. A line that does not fit is dropped whole.
         """
-        key = (query, self._version, frozenset(exclude))
+        key = (query, self._version, self._manager.deps.revision.value, frozenset(exclude))
         if self._context_cache is not None and self._context_cache[0] == key:
             return self._context_cache[1]
         limit = self.config.retrieval_top_k
@@ -440,6 +465,7 @@ class HierarchicalMemory(BaseMemory):
         """Release this memory's hold on the shared stores (the last one closes them)."""
         if not self._closed:
             self._closed = True
+            self._manager.close()
             self._context.release()
 
     def __enter__(self) -> HierarchicalMemory:

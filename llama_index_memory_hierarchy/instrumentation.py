@@ -126,8 +126,8 @@ def _digest(user_id: str | None) -> str:
 
 
 def _config_of(owner: Any) -> Any:
-    """The ``MemoryConfig`` reachable from the object an operation runs on (memory, tier, manager, context)."""
-    for path in (("config",), ("context", "config"), ("memory", "config"), ("manager", "memory", "config")):
+    """The ``MemoryConfig`` reachable from the object an operation runs on (memory, tier, service, context)."""
+    for path in (("config",), ("context", "config"), ("memory", "config"), ("deps", "config")):
         value = owner
         for name in path:
             value = getattr(value, name, None)
@@ -268,11 +268,11 @@ def traced(operation: str) -> Callable[[F], F]:
             with_contents = bool(config is not None and config.trace_contents)
             user_id = arguments.get("user_id") or getattr(owner, "user_id", None)
             if user_id is None:
-                user_id = getattr(getattr(owner, "manager", None), "user_id", None)
+                user_id = getattr(getattr(owner, "deps", None), "user_id", None)
             user = str(user_id) if with_contents else _digest(user_id)
             session_id = getattr(owner, "session_id", None)
             if session_id is None:
-                session_id = getattr(getattr(owner, "manager", None), "session_id", None)
+                session_id = getattr(getattr(owner, "deps", None), "session_id", None)
             name = type(owner).__name__ if "self" in arguments else "memory"
             span_id = f"{name}.{operation}-{uuid.uuid4()}"
             bound = _span_arguments(operation, user, session_id)

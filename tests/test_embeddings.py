@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -59,7 +60,7 @@ class BrokenEmbedding(HashingEmbedding):
 
 async def test_default_model_loads_offline_and_gives_normalised_384d(minilm: EmbeddingService) -> None:
     assert os.environ.get("HF_HUB_OFFLINE") == "1"
-    assert type(minilm.model).__name__ == "HuggingFaceEmbedding"
+    assert type(minilm.model).__name__ == "OnnxEmbedding"  # int8 queries, float32 texts (test_onnx_* below)
     vectors = await minilm.aembed_texts(
         ["The cat sat on the mat.", "A kitten is lying on a rug.", "Interest rates rose sharply this quarter."]
     )
@@ -224,3 +225,77 @@ async def test_concurrent_queries_for_one_text_share_one_model_call() -> None:
     vectors = await asyncio.gather(*(service.aembed_query("same question") for _ in range(5)))
     assert all(np.array_equal(vectors[0], v) for v in vectors)
     assert service.cache_info()["misses"] == 1
+
+
+SAMPLE = [
+    "Alice drives a red Toyota to work every morning.",
+    "We talked about the trip to Lisbon next spring.",
+    "My manager asked me to finish the quarterly report.",
+    "I am allergic to peanuts and shellfish.",
+    "我喜欢吃辣的川菜。",
+    "我的经理李四让我写一份报告。",
+    "ok",
+    "The meeting moved to Thursday at 3 pm because Bob is travelling.",
+]
+
+
+@pytest.fixture(scope="module")
+def torch_minilm() -> EmbeddingService:
+    """The reference: the bundled model on torch (sentence-transformers)."""
+    return EmbeddingService("minilm")
+
+
+async def test_onnx_builds_match_the_torch_model(minilm: EmbeddingService, torch_minilm: EmbeddingService) -> None:
+    reference_texts = await torch_minilm.aembed_texts(SAMPLE)
+    reference_queries = np.stack([await torch_minilm.aembed_query(t) for t in SAMPLE])
+    texts = await minilm.aembed_texts(SAMPLE)  # the default: float32 graph for stored texts
+    assert np.allclose(texts, reference_texts, atol=1e-4)
+    queries = np.stack([await minilm.aembed_query(t) for t in SAMPLE])  # int8 graph for queries
+    cosines = (queries * reference_queries).sum(axis=1)
+    assert cosines.min() >= 0.98 and cosines.mean() >= 0.99
+    assert minilm.space == torch_minilm.space == "all-minilm-l6-v2-384"  # one model, one space: no reindex
+    int8 = EmbeddingService("minilm-int8")  # int8 texts too: faster ingest, a little further from torch
+    cosines = ((await int8.aembed_texts(SAMPLE)) * reference_texts).sum(axis=1)
+    assert cosines.min() >= 0.97 and cosines.mean() >= 0.99
+    # retrieval agrees: every text is its own nearest neighbour among the others, int8 query or torch query
+    assert (np.argmax(queries @ texts.T, axis=1) == np.arange(len(SAMPLE))).all()
+
+
+def test_onnx_cache_is_built_once_rebuilt_when_corrupt_and_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    def no_network(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the ONNX build must not touch the network")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    source = default_model_path()
+    assert source is not None
+    graph = emb.ensure_onnx_model(source, quantize=True, cache_dir=tmp_path)
+    assert graph.is_file() and graph.parent.parent == tmp_path
+    assert sorted(p.name for p in graph.parent.iterdir()) == ["build.json", "model.onnx"]  # no leftovers
+    built = graph.stat().st_mtime_ns
+    assert emb.ensure_onnx_model(source, quantize=True, cache_dir=tmp_path) == graph
+    assert graph.stat().st_mtime_ns == built  # a whole build is reused
+    graph.write_bytes(graph.read_bytes()[: graph.stat().st_size // 2])  # a torn write
+    assert emb.ensure_onnx_model(source, quantize=True, cache_dir=tmp_path) == graph
+    model = emb.OnnxEmbedding(model_name=str(source), text_precision="int8", cache_dir=str(tmp_path))
+    assert len(model.get_query_embedding("is the rebuilt graph usable?")) == 384
+    (graph.parent / "build.json").unlink()  # a build that never finished
+    assert emb.ensure_onnx_model(source, quantize=True, cache_dir=tmp_path) == graph
+    assert (graph.parent / "build.json").is_file()
+    assert [p.name for p in tmp_path.iterdir()] == [graph.parent.name]  # no temporary folders left
+
+
+def test_default_falls_back_to_torch_when_the_onnx_build_fails(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(*args: object, **kwargs: object) -> Path:
+        raise RuntimeError("no onnx here")
+
+    monkeypatch.setattr(emb, "ensure_onnx_model", broken)
+    with caplog.at_level(logging.WARNING):
+        model = resolve_embed_model("default")
+    assert type(model).__name__ == "HuggingFaceEmbedding"
+    assert emb.model_label(model) == "all-minilm-l6-v2" and "torch" in caplog.text

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
     "MemoryManager": "llama_index_memory_hierarchy.lifecycle.manager",
+    "LifecycleDeps": "llama_index_memory_hierarchy.lifecycle.deps",
+    "live_memories": "llama_index_memory_hierarchy.lifecycle.sessions",
     "LifecycleSettings": "llama_index_memory_hierarchy.lifecycle.settings",
     "RoutingDecision": "llama_index_memory_hierarchy.lifecycle.routing",
     "HeuristicRouter": "llama_index_memory_hierarchy.lifecycle.routing",
@@ -46,6 +48,7 @@ __all__ = [
     "HeuristicRouter",
     "ImportReport",
     "ImportanceEstimator",
+    "LifecycleDeps",
     "LifecycleSettings",
     "MemoryManager",
     "ProfileEntry",
@@ -59,11 +62,13 @@ __all__ = [
     "aimport_user",
     "effective_importance",
     "extractive_summary",
+    "live_memories",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_memory_hierarchy.lifecycle.compression import ConversationCompressor, extractive_summary
     from llama_index_memory_hierarchy.lifecycle.consolidation import ConsolidationReport
+    from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
     from llama_index_memory_hierarchy.lifecycle.erasure import ErasureReport, aerase_user
     from llama_index_memory_hierarchy.lifecycle.forgetting import ForgetReport, ForgottenItem, TierForgetReport
     from llama_index_memory_hierarchy.lifecycle.importance import (
@@ -81,6 +86,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index_memory_hierarchy.lifecycle.profile import ProfileEntry, ProfileMemoryBlock, UserProfile
     from llama_index_memory_hierarchy.lifecycle.reflection import ReflectionReport
     from llama_index_memory_hierarchy.lifecycle.routing import HeuristicRouter, RoutingDecision
+    from llama_index_memory_hierarchy.lifecycle.sessions import live_memories
     from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
 
 

@@ -22,16 +22,15 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
-from llama_index_memory_hierarchy.lifecycle._llm import acomplete
+from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
 from llama_index_memory_hierarchy.lifecycle.importance import ImportanceEstimator
+from llama_index_memory_hierarchy.lifecycle.llm import acomplete
+from llama_index_memory_hierarchy.messages import message_text
 from llama_index_memory_hierarchy.text import count_tokens
-
-if TYPE_CHECKING:
-    from llama_index_memory_hierarchy.lifecycle.manager import MemoryManager
 
 logger = logging.getLogger(__name__)
 
@@ -137,16 +136,16 @@ def extractive_summary(
 class ConversationCompressor:
     """Keeps each session's history within its budget by folding old turns into a running summary."""
 
-    def __init__(self, manager: MemoryManager) -> None:
-        self.manager = manager
-        self.estimator = manager.estimator
+    def __init__(self, deps: LifecycleDeps, estimator: ImportanceEstimator | None = None) -> None:
+        self.deps = deps
+        self.estimator = estimator or ImportanceEstimator()
         self._sessions: dict[str, _SessionSummary] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
     # ------------------------------------------------------------------ budget
     def cap(self, limit: int) -> int:
         """Most tokens of the summary text for a history budget of ``limit`` tokens."""
-        return max(min(self.manager.settings.summary_token_limit, limit // 3) - count_tokens(SUMMARY_HEADER) - 2, 0)
+        return max(min(self.deps.settings.summary_token_limit, limit // 3) - count_tokens(SUMMARY_HEADER) - 2, 0)
 
     @staticmethod
     def section(summary: str | None) -> str:
@@ -161,7 +160,7 @@ class ConversationCompressor:
     async def _astate(self, session_id: str) -> _SessionSummary:
         state = self._sessions.setdefault(session_id, _SessionSummary())
         if not state.loaded:
-            row = await self.manager.store.aget_summary(self.manager.user_id, session_id)
+            row = await self.deps.store.aget_summary(self.deps.user_id, session_id)
             if row is not None:
                 state.summary = row["summary"] or None
                 state.covered_until = row["covered_until"]
@@ -172,14 +171,14 @@ class ConversationCompressor:
 
     async def asummary(self, session_id: str | None = None) -> str | None:
         """The running summary of a session (default: the current one), or None."""
-        state = await self._astate(session_id or self.manager.session_id)
+        state = await self._astate(session_id or self.deps.session_id)
         return state.summary
 
     async def areset(self, session_id: str | None = None) -> None:
         """Drop a session's running summary (a fresh short-term context starts)."""
-        session = session_id or self.manager.session_id
+        session = session_id or self.deps.session_id
         self._sessions[session] = _SessionSummary(loaded=True)
-        await self.manager.store.adelete_summary(self.manager.user_id, session)
+        await self.deps.store.adelete_summary(self.deps.user_id, session)
 
     def forget_cached(self, session_id: str | None = None) -> None:
         """Reload summaries (of one session, or all) from the store on next use (after an import, erasure or delete)."""
@@ -206,7 +205,7 @@ class ConversationCompressor:
         self, history: History, limit: int, session_id: str | None = None
     ) -> tuple[History, str | None]:
         """``(turns to show, summary)``: the turns not folded yet, after folding what overflows ``limit``."""
-        session = session_id or self.manager.session_id
+        session = session_id or self.deps.session_id
         lock = self._locks.setdefault(session, asyncio.Lock())
         async with lock:
             state = await self._astate(session)
@@ -219,7 +218,7 @@ class ConversationCompressor:
             if cap <= 0:
                 return pending, state.summary
             target = max(
-                int((limit - cap - count_tokens(SUMMARY_HEADER) - 2) * self.manager.settings.compression_target), 1
+                int((limit - cap - count_tokens(SUMMARY_HEADER) - 2) * self.deps.settings.compression_target), 1
             )
             fold = 0
             while fold < len(pending) - 1 and tokens > target:
@@ -233,9 +232,9 @@ class ConversationCompressor:
             state.covered_until = folded[-1][0]
             state.covered_count = covered + len(folded)
             state.method = method
-            await self.manager.store.aput_summary(
+            await self.deps.store.aput_summary(
                 {
-                    "user_id": self.manager.user_id,
+                    "user_id": self.deps.user_id,
                     "session_id": session,
                     "summary": summary,
                     "covered_until": state.covered_until,
@@ -249,10 +248,8 @@ class ConversationCompressor:
             return pending, state.summary
 
     async def _asummarise(self, previous: str | None, folded: History, cap: int) -> tuple[str, str]:
-        from llama_index_memory_hierarchy.messages import message_text
-
         turns = [(message.role.value, message_text(message)) for _, message, _ in folded]
-        llm = self.manager.background_llm()
+        llm = self.deps.background_llm()
         if llm is not None:
             try:
                 return await self._allm_summary(llm, previous, turns, cap), "llm"

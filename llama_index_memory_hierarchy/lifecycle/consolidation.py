@@ -31,26 +31,26 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.errors import LLMReplyError, MemoryValidationError
+from llama_index_memory_hierarchy.extraction import ExtractedFact, OfflineExtractor, grounded, normalize_predicate
 from llama_index_memory_hierarchy.instrumentation import traced
-from llama_index_memory_hierarchy.lifecycle._llm import (
+from llama_index_memory_hierarchy.lifecycle.compression import extractive_summary
+from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
+from llama_index_memory_hierarchy.lifecycle.importance import ImportanceEstimator
+from llama_index_memory_hierarchy.lifecycle.llm import (
     SOURCES,
-    LLMReplyError,
     acomplete,
     object_schema,
     parse_json,
     repeats_source,
 )
-from llama_index_memory_hierarchy.lifecycle.compression import extractive_summary
-from llama_index_memory_hierarchy.lifecycle.reflection import ReflectionReport
+from llama_index_memory_hierarchy.lifecycle.reflection import ReflectionReport, Reflector
+from llama_index_memory_hierarchy.tiers.semantic import FactInput
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
-
-if TYPE_CHECKING:
-    from llama_index_memory_hierarchy.lifecycle.manager import MemoryManager
 
 logger = logging.getLogger(__name__)
 
@@ -105,11 +105,13 @@ class ConsolidationReport(BaseModel):
 
 
 class Consolidator:
-    """Runs the consolidation stages for one manager's user (one run at a time per user)."""
+    """Runs the consolidation stages for one user (one run at a time per user), then ``reflector``."""
 
-    def __init__(self, manager: MemoryManager) -> None:
-        self.manager = manager
-        self._lock = manager.context.lock(Consolidator, manager.user_id)
+    def __init__(self, deps: LifecycleDeps, reflector: Reflector, estimator: ImportanceEstimator | None = None) -> None:
+        self.deps = deps
+        self.reflector = reflector
+        self.estimator = estimator or ImportanceEstimator()
+        self._lock = deps.context.lock(Consolidator, deps.user_id)
 
     # ------------------------------------------------------------------ entry point
     @traced("consolidate")
@@ -124,9 +126,9 @@ class Consolidator:
             if distill:
                 await self._adistill(report, session_id)
             if reflect:
-                report.reflection = await self.manager.reflector.arun()
-            await self.manager.store.alog(
-                self.manager.user_id,
+                report.reflection = await self.reflector.arun()
+            await self.deps.store.alog(
+                self.deps.user_id,
                 "consolidate",
                 {
                     "session_id": session_id,
@@ -138,12 +140,12 @@ class Consolidator:
                 },
             )
         if report.changed:
-            self.manager.invalidate()
+            self.deps.revision.bump()
         return report
 
     # ------------------------------------------------------------------ working -> episodic
     def _matters(self, item: MemoryItem, repetitions: int) -> bool:
-        settings = self.manager.settings
+        settings = self.deps.settings
         return (
             item.pinned
             or item.importance >= settings.promote_min_importance
@@ -154,8 +156,8 @@ class Consolidator:
     async def apromote(self, items: Sequence[MemoryItem], report: ConsolidationReport | None = None) -> list[str]:
         """Write the working ``items`` that matter to episodic memory (once); return the ids written."""
         report = report or ConsolidationReport()
-        manager = self.manager
-        user = manager.user_id
+        deps = self.deps
+        user = deps.user_id
         counts = Counter(_norm(item.content) for item in items)
         chosen: dict[str, MemoryItem] = {}
         groups: dict[str, list[MemoryItem]] = {}
@@ -168,12 +170,12 @@ class Consolidator:
         if not chosen:
             return []
         every_id = [i.id for members in groups.values() for i in members]
-        deleted = await manager.store.atombstoned(user, every_id)  # deleted memories are never written back
+        deleted = await deps.store.atombstoned(user, every_id)  # deleted memories are never written back
         groups = {k: [m for m in v if m.id not in deleted] for k, v in groups.items()}
         groups = {k: v for k, v in groups.items() if v}
         chosen = {k: v[0] for k, v in groups.items()}
-        done = await manager.store.aconsolidated(user, STAGE_EPISODIC, every_id)
-        durable = {r.item.id for r in await manager.context.records.get(user, every_id)}
+        done = await deps.store.aconsolidated(user, STAGE_EPISODIC, every_id)
+        durable = {r.item.id for r in await deps.context.records.get(user, every_id)}
         marks: list[tuple[str, str | None, list[str]]] = []
         fresh: list[tuple[str, MemoryItem]] = []
         for key, members in groups.items():
@@ -200,15 +202,15 @@ class Consolidator:
             )
             fresh.append((key, promoted))
         if fresh:
-            written = await manager.memory.episodic.aadd_items([p for _, p in fresh], dedupe=True)
+            written = await deps.tiers.episodic.aadd_items([p for _, p in fresh], dedupe=True)
             for (key, _), memory_id in zip(fresh, written, strict=True):
                 report.promoted.append(memory_id)
                 marks += [(m.id, m.session_id, [memory_id]) for m in groups[key] if m.id not in done]
-        await manager.store.amark(user, STAGE_EPISODIC, marks)
+        await deps.store.amark(user, STAGE_EPISODIC, marks)
         return list(report.promoted)
 
     async def _apromote(self, report: ConsolidationReport, session_id: str | None) -> None:
-        working = self.manager.memory.working
+        working = self.deps.tiers.working
         items = working.get_recent(10**9)  # every live item, newest first
         if session_id is not None:
             items = [i for i in items if i.session_id == session_id]
@@ -222,7 +224,7 @@ class Consolidator:
 
     # ------------------------------------------------------------------ episodic -> semantic
     def _distillable(self, item: MemoryItem) -> bool:
-        settings = self.manager.settings
+        settings = self.deps.settings
         return (
             item.metadata.get("kind") != SUMMARY_KIND
             and item.metadata.get("role") in settings.distill_roles
@@ -230,22 +232,22 @@ class Consolidator:
         )
 
     async def _adistill(self, report: ConsolidationReport, session_id: str | None) -> None:
-        manager = self.manager
+        deps = self.deps
         filters: dict[str, Any] = {} if session_id is None else {"session_id": session_id}
-        events = [e for e in await manager.memory.episodic.aquery(**filters) if self._distillable(e)]
+        events = [e for e in await deps.tiers.episodic.aquery(**filters) if self._distillable(e)]
         if not events:
             return
-        done = await manager.store.aconsolidated(manager.user_id, STAGE_SEMANTIC, [e.id for e in events])
+        done = await deps.store.aconsolidated(deps.user_id, STAGE_SEMANTIC, [e.id for e in events])
         events = [e for e in events if e.id not in done]
         if not events:
             return
-        llm = manager.background_llm()
+        llm = deps.background_llm()
         by_session: dict[str | None, list[MemoryItem]] = {}
         for event in events:
             by_session.setdefault(event.session_id, []).append(event)
         report.method = "llm" if llm is not None else "offline"
         for session, group in by_session.items():
-            size = manager.settings.distill_batch_size
+            size = deps.settings.distill_batch_size
             for start in range(0, len(group), size):
                 batch = group[start : start + size]
                 results: dict[str, list[str]]
@@ -272,7 +274,7 @@ class Consolidator:
                 marks = [
                     (e.id, e.session_id, [*results.get(e.id, []), *([summary_id] if summary_id else [])]) for e in batch
                 ]
-                await manager.store.amark(manager.user_id, STAGE_SEMANTIC, marks)
+                await deps.store.amark(deps.user_id, STAGE_SEMANTIC, marks)
 
     async def _adistill_offline(self, batch: Sequence[MemoryItem]) -> tuple[dict[str, list[str]], str | None]:
         results = await self._aadd_facts(await self._aoffline_facts(batch))
@@ -280,14 +282,11 @@ class Consolidator:
 
     def _extractive_summary(self, batch: Sequence[MemoryItem]) -> str | None:
         turns = [(str(e.metadata.get("role") or "event"), e.content) for e in batch]
-        return extractive_summary(None, turns, _SUMMARY_TOKENS, self.manager.estimator) or None
+        return extractive_summary(None, turns, _SUMMARY_TOKENS, self.estimator) or None
 
     async def _aoffline_facts(self, batch: Sequence[MemoryItem]) -> list[tuple[str, Any]]:
         """The offline extractor's facts of each event, as fact inputs citing it."""
-        from llama_index_memory_hierarchy.extraction import OfflineExtractor
-        from llama_index_memory_hierarchy.tiers.semantic import FactInput
-
-        extractor = self.manager.context.shared(OfflineExtractor)
+        extractor = self.deps.context.shared(OfflineExtractor)
         extractions = await extractor.aextract_many([e.content for e in batch])
         inputs: list[tuple[str, FactInput]] = []
         for event, extraction in zip(batch, extractions, strict=True):
@@ -295,17 +294,12 @@ class Consolidator:
                 inputs.append(
                     (
                         event.id,
-                        FactInput(
-                            subject=fact.subject,
-                            predicate=fact.predicate,
-                            object=fact.object,
-                            subject_type=fact.subject_type,
-                            object_type=fact.object_type,
-                            valid_at=event.timestamp,
+                        FactInput.extracted(
+                            fact,
                             source_ids=[event.id],
-                            confidence=fact.confidence,
-                            extractor=f"consolidation:{fact.extractor}",
+                            valid_at=event.timestamp,
                             importance=event.importance,
+                            extractor=f"consolidation:{fact.extractor}",
                         ),
                     )
                 )
@@ -314,9 +308,6 @@ class Consolidator:
     async def _adistill_llm(
         self, llm: Any, batch: Sequence[MemoryItem], report: ConsolidationReport
     ) -> tuple[dict[str, list[str]], str | None]:
-        from llama_index_memory_hierarchy.extraction import ExtractedFact, grounded, normalize_predicate
-        from llama_index_memory_hierarchy.tiers.semantic import FactInput
-
         lines = []
         for number, event in enumerate(batch, start=1):
             role = event.metadata.get("role") or "event"
@@ -392,7 +383,7 @@ class Consolidator:
         results: dict[str, list[str]] = {}
         if not inputs:
             return results
-        semantic: Any = self.manager.memory.semantic
+        semantic: Any = self.deps.tiers.semantic
         facts = [fact for _, fact in inputs]
         try:
             ids: list[str | None] = list(await semantic.aadd_facts(facts))
@@ -418,18 +409,18 @@ class Consolidator:
     ) -> str | None:
         if not summary or len(batch) < 2:
             return None
-        manager = self.manager
+        deps = self.deps
         label = f"session {session_id}" if session_id else "events"
         item = MemoryItem.create(
             content=f"Summary of {label}: {summary}",
             memory_type=MemoryType.EPISODIC,
-            user_id=manager.user_id,
+            user_id=deps.user_id,
             session_id=session_id,
             timestamp=max(e.timestamp for e in batch),
             importance=max(e.importance for e in batch),
             metadata={"kind": SUMMARY_KIND, "source_ids": [e.id for e in batch], "method": method},
         )
-        [memory_id] = await manager.memory.episodic.aadd_items([item], dedupe=True)
+        [memory_id] = await deps.tiers.episodic.aadd_items([item], dedupe=True)
         return memory_id
 
 

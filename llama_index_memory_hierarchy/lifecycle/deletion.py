@@ -8,7 +8,7 @@ strategies, and the CLI's ``lmh forget ID``. Whichever door, a deleted memory is
    its keyword-index entry (the FTS triggers / generated column); a fact's graph relation
    (and the fact it had superseded comes back); a perception's satellite vectors and its
    stored file when nothing else shows those bytes;
-2. from every live ``HierarchicalMemory`` of the user in this process: working memory (a
+2. from every live memory of the user in this process (:mod:`.sessions`): working memory (a
    chat turn has the same id in working and episodic memory: removing it from either tier
    removes both), the session history ``get()`` replays, and the cached memory message
    and profile;
@@ -31,20 +31,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
 from llama_index_memory_hierarchy.instrumentation import traced
+from llama_index_memory_hierarchy.lifecycle.compression import extractive_summary
+from llama_index_memory_hierarchy.lifecycle.consolidation import SUMMARY_KIND
+from llama_index_memory_hierarchy.lifecycle.sessions import LiveMemory, live_memories
+from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, Record
+from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.stores.schema import memories
+from llama_index_memory_hierarchy.tiers.base import MemoryTier
+from llama_index_memory_hierarchy.tiers.episodic import EpisodicMemory
+from llama_index_memory_hierarchy.tiers.perceptual import PerceptualMemory
+from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory
 from llama_index_memory_hierarchy.types import MemoryType, validate_identifier, validate_memory_id
-
-if TYPE_CHECKING:
-    from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
-    from llama_index_memory_hierarchy.stores.context import StoreContext
-    from llama_index_memory_hierarchy.tiers.base import MemoryTier
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +70,7 @@ class DeletionReport(BaseModel):
     facts: int = Field(default=0, description="Facts deleted because no remaining memory supports them.")
     summaries_regenerated: list[str] = Field(default_factory=list)
     running_summaries_reset: list[str] = Field(default_factory=list, description="Session ids.")
-    live_memories: int = Field(default=0, description="Open HierarchicalMemory objects of the user updated.")
+    live_memories: int = Field(default=0, description="Open memories of the user in this process updated.")
 
     @property
     def count(self) -> int:
@@ -97,23 +101,13 @@ async def adelete_memories(
     return await context.runtime.arun(_adelete(context, user_id, wanted, memory_type, tier))
 
 
-def _live(context: StoreContext, user_id: str) -> list[HierarchicalMemory]:
-    from llama_index_memory_hierarchy.lifecycle.manager import live_memories
-
-    return [m for m in live_memories(context) if m.user_id == user_id and not getattr(m, "_closed", False)]
-
-
 def _tier_for(
-    context: StoreContext, user_id: str, kind: MemoryType, live: list[HierarchicalMemory], given: MemoryTier | None
+    context: StoreContext, user_id: str, kind: MemoryType, live: list[LiveMemory], given: MemoryTier | None
 ) -> Any:
     if given is not None and given.memory_type is kind:
         return given
     if live:
-        return live[0].tiers([kind])[0]
-    from llama_index_memory_hierarchy.tiers.episodic import EpisodicMemory
-    from llama_index_memory_hierarchy.tiers.perceptual import PerceptualMemory
-    from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory
-
+        return live[0].deps.tier(kind)
     tier_class = {
         MemoryType.EPISODIC: EpisodicMemory,
         MemoryType.SEMANTIC: SemanticMemory,
@@ -129,13 +123,11 @@ async def _adelete(
     memory_type: MemoryType | None,
     tier: MemoryTier | None,
 ) -> DeletionReport:
-    from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
-
     report = DeletionReport(user_id=user_id)
     store = LifecycleStore(context)
-    live = _live(context, user_id)
+    live = live_memories(context, user_id)
     report.live_memories = len(live)
-    held = {i for m in live for i in m.working.held(wanted)}
+    held = {i for m in live for i in m.deps.tiers.working.held(wanted)}
     if memory_type is MemoryType.WORKING:
         wanted = [i for i in wanted if i in held]
     pending, first, gone = wanted, True, set[str]()
@@ -167,8 +159,7 @@ async def _adelete(
         gone.update(deleted)
         if deleted:
             sessions = {r.item.session_id for i, r in found.items() if i in deleted and r.item.session_id}
-            sessions |= {m.session_id for m in live if set(deleted) & {i for i, _, _ in m._history or []}}
-            await _aforget_live(live, set(deleted))
+            sessions |= _forget_live(live, set(deleted))
             await store.atombstone(user_id, list(deleted))
             await store.aunmark(user_id, list(deleted))
             await _areset_running_summaries(store, user_id, sessions, live, report)
@@ -176,33 +167,34 @@ async def _adelete(
         first = False
     if gone:
         for memory in live:
-            memory.manager.invalidate()
+            memory.invalidate()
         logger.debug("deleted %d memories of one user (%d derived)", len(report.deleted), len(report.derived))
     return report
 
 
-async def _aforget_live(live: list[HierarchicalMemory], deleted: set[str]) -> None:
-    """Working memory, session history and cached messages of the user's live memories in this process."""
+def _forget_live(live: list[LiveMemory], deleted: set[str]) -> set[str]:
+    """Working memory, session history and cached messages of the user's live memories in this process;
+    the sessions whose history held a deleted turn."""
+    sessions: set[str] = set()
     for memory in live:
-        memory.working.discard(deleted)
-        history = memory._history
-        if history is not None:
-            history[:] = [entry for entry in history if entry[0] not in deleted]
-        memory._context_cache = None
+        memory.deps.tiers.working.discard(deleted)
+        if memory.deps.forget_turns(deleted):
+            sessions.add(memory.deps.session_id)
+    return sessions
 
 
 async def _areset_running_summaries(
-    store: Any, user_id: str, sessions: set[str], live: list[HierarchicalMemory], report: DeletionReport
+    store: LifecycleStore, user_id: str, sessions: set[str], live: list[LiveMemory], report: DeletionReport
 ) -> None:
     """Drop the running summaries of these sessions; the next ``get()`` folds the remaining turns again."""
     for session in sorted(sessions):
         row = await store.aget_summary(user_id, session)
-        cached = any(m.manager.compressor.has_summary(session) for m in live)
+        cached = any(m.compressor.has_summary(session) for m in live)
         if row is None and not cached:
             continue
         await store.adelete_summary(user_id, session)
         for memory in live:
-            memory.manager.compressor.forget_cached(session)
+            memory.compressor.forget_cached(session)
         report.running_summaries_reset.append(session)
 
 
@@ -238,12 +230,10 @@ async def _aderived(
     user_id: str,
     deleted: list[str],
     gone: set[str],
-    live: list[HierarchicalMemory],
+    live: list[LiveMemory],
     report: DeletionReport,
 ) -> list[str]:
     """Handle the memories derived from ``deleted``; return those to delete next (derived only from deleted ones)."""
-    from llama_index_memory_hierarchy.lifecycle.consolidation import SUMMARY_KIND
-
     doomed: list[str] = []
     for record in await _aciting(context, user_id, deleted, gone):
         item = record.item
@@ -261,11 +251,9 @@ async def _aderived(
 
 
 async def _aregenerate_summary(
-    context: StoreContext, user_id: str, record: Record, sources: list[str], live: list[HierarchicalMemory]
+    context: StoreContext, user_id: str, record: Record, sources: list[str], live: list[LiveMemory]
 ) -> bool:
     """Rewrite a consolidated session summary from the events it still cites (extractive, no LLM)."""
-    from llama_index_memory_hierarchy.lifecycle.compression import extractive_summary
-
     events = await context.records.get(user_id, sources)
     turns = [(str(r.item.metadata.get("role") or "event"), r.item.content) for r in events]
     text = extractive_summary(None, turns, _SUMMARY_TOKENS) if len(events) >= 2 else ""

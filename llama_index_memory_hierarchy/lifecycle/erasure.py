@@ -15,7 +15,7 @@
 3. **Graph**: every node of the user (and so every relation) in the graph store;
 4. **Files**: the user's folder of stored perception files;
 5. **In-process state**: the semantic index of the user, and the working memory, history
-   and running summary of every live ``HierarchicalMemory`` of the user in this process.
+   and running summary of every live memory of the user in this process (:mod:`.sessions`).
 
 Then, in one transaction, the pending record is replaced by a *pending-compaction* marker
 that names no user, and with ``compact`` (default) every file is rewritten so that no byte of
@@ -41,18 +41,19 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
 from llama_index_memory_hierarchy.instrumentation import traced
-from llama_index_memory_hierarchy.lifecycle import tables as _tables  # noqa: F401  (registers the tables)
-from llama_index_memory_hierarchy.stores.schema import memories
+from llama_index_memory_hierarchy.lifecycle.sessions import live_memories
+from llama_index_memory_hierarchy.lifecycle.tables import COMPACTION_PENDING, LifecycleStore
+from llama_index_memory_hierarchy.perception.files import FileStore
+from llama_index_memory_hierarchy.stores.context import StoreContext
+from llama_index_memory_hierarchy.stores.schema import memories, metadata
+from llama_index_memory_hierarchy.tiers.semantic import areset_semantic_state
 from llama_index_memory_hierarchy.types import validate_identifier
-
-if TYPE_CHECKING:
-    from llama_index_memory_hierarchy.stores.context import StoreContext
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ class ErasureReport(BaseModel):
     vectors: dict[str, int] = Field(default_factory=dict, description="Points of the user per vector space before.")
     graph: dict[str, int] = Field(default_factory=dict, description="Nodes and relations of the user before.")
     files: int = 0
-    live_memories: int = Field(default=0, description="Open HierarchicalMemory objects of the user that were reset.")
+    live_memories: int = Field(default=0, description="Open memories of the user in this process that were reset.")
     compacted: bool = False
 
     @property
@@ -119,8 +120,6 @@ async def aerase_user(context: StoreContext, user_id: str, *, compact: bool = Tr
 
 async def aresume_erasures(context: StoreContext) -> list[str]:
     """Finish the erasures a killed process left (the stores call it when they open); digests of the users."""
-    from llama_index_memory_hierarchy.lifecycle.tables import COMPACTION_PENDING, LifecycleStore
-
     store = LifecycleStore(context)
     pending = await store.apending_erasures()
     finished = []
@@ -153,8 +152,6 @@ async def _aopen_spaces(context: StoreContext, user_id: str | None) -> dict[str,
 
 
 async def _aerase(context: StoreContext, user_id: str, compact: bool) -> ErasureReport:
-    from llama_index_memory_hierarchy.lifecycle.tables import COMPACTION_PENDING, LifecycleStore
-
     report = ErasureReport(user_id=user_id)
     store = LifecycleStore(context)
     await store.abegin_erasure(user_id)  # committed first: a kill from here on is finished on the next open
@@ -179,13 +176,11 @@ async def _aerase(context: StoreContext, user_id: str, compact: bool) -> Erasure
     graph = await _aerase_graph(context, user_id, report)
 
     # 4. stored files
-    from llama_index_memory_hierarchy.perception.files import FileStore
-
     files = FileStore(context.persist_dir)
     report.files = await asyncio.to_thread(files.delete_user, user_id)
 
     # 5. in-process semantic index of the user
-    await _areset_semantic_state(context, user_id)
+    await areset_semantic_state(context, user_id)
 
     # nothing of the user is left but bytes: the record naming them gives way to one naming nobody
     await store.aend_erasure(user_id, then=COMPACTION_PENDING if compact else None)
@@ -205,13 +200,10 @@ async def _aerase(context: StoreContext, user_id: str, compact: bool) -> Erasure
 
 
 async def _areset_live(context: StoreContext, user_id: str, report: ErasureReport) -> None:
-    from llama_index_memory_hierarchy.lifecycle.manager import live_memories
-
-    for memory in live_memories(context):
-        if memory.user_id == user_id and not getattr(memory, "_closed", False):
-            await memory._areset()
-            memory.manager.compressor.forget_cached()
-            report.live_memories += 1
+    for memory in live_memories(context, user_id):
+        await memory.deps.areset_context()
+        memory.compressor.forget_cached()
+        report.live_memories += 1
 
 
 async def _aerase_graph(context: StoreContext, user_id: str, report: ErasureReport) -> Any:
@@ -223,15 +215,6 @@ async def _aerase_graph(context: StoreContext, user_id: str, report: ErasureRepo
         report.graph = {"nodes": len(await graph.anodes(user_id))}
     await graph.aclear_user(user_id)
     return graph
-
-
-async def _areset_semantic_state(context: StoreContext, user_id: str) -> None:
-    from llama_index_memory_hierarchy.tiers.semantic import _UserState
-
-    state = context.shared(_UserState, user_id)
-    async with state.lock:
-        state.reset()
-        state.loaded = False
 
 
 async def _acompact(context: StoreContext, indexes: Any, graph: Any) -> None:
@@ -268,8 +251,6 @@ async def _acompact(context: StoreContext, indexes: Any, graph: Any) -> None:
 
 async def _avacuum_postgres(records: Any) -> None:
     """``VACUUM FULL`` every table of the record store: a new heap file without the deleted rows' bytes."""
-    from llama_index_memory_hierarchy.stores.schema import metadata
-
     async with records.engine.execution_options(isolation_level="AUTOCOMMIT").connect() as conn:  # VACUUM: no BEGIN
         existing = set(await conn.run_sync(lambda sync: sa.inspect(sync).get_table_names()))
         for table in metadata.sorted_tables:

@@ -18,19 +18,18 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
+from llama_index_memory_hierarchy.lifecycle.deletion import adelete_memories
+from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
 from llama_index_memory_hierarchy.lifecycle.importance import effective_importance
 from llama_index_memory_hierarchy.ranking.fusion import recency
-from llama_index_memory_hierarchy.tiers.base import FORGET_STRATEGIES
+from llama_index_memory_hierarchy.tiers.base import FORGET_STRATEGIES, MemoryTier
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType, as_utc, utcnow
-
-if TYPE_CHECKING:
-    from llama_index_memory_hierarchy.lifecycle.manager import MemoryManager
 
 logger = logging.getLogger(__name__)
 
@@ -86,13 +85,13 @@ class ForgetReport(BaseModel):
 
 
 class Forgetter:
-    """Selects and removes memories of one manager's user by strategy."""
+    """Selects and removes memories of one user by strategy."""
 
-    def __init__(self, manager: MemoryManager) -> None:
-        self.manager = manager
+    def __init__(self, deps: LifecycleDeps) -> None:
+        self.deps = deps
 
     def _effective(self, item: MemoryItem) -> float:
-        s = self.manager.settings
+        s = self.deps.settings
         return effective_importance(item, strength=s.access_reinforcement, saturation=s.access_saturation)
 
     def check(self, strategy: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -105,7 +104,7 @@ class Forgetter:
         if unknown:
             allowed = ", ".join(sorted(_PARAMS[strategy]))
             raise MemoryValidationError(unknown[0], f"not a parameter of {strategy!r}; allowed: {allowed}")
-        s = self.manager.settings
+        s = self.deps.settings
         out: dict[str, Any] = {}
         if strategy == "importance_based":
             out["threshold"] = _number(params.get("threshold", s.forget_threshold), "threshold", 0.0, 1.0)
@@ -123,7 +122,7 @@ class Forgetter:
             out["threshold"] = _number(params.get("threshold", s.forget_decay_threshold), "threshold", 0.0, 1.0)
             half_life = params.get("half_life_hours", s.forget_half_life_hours)
             if half_life is None:
-                half_life = self.manager.memory.config.recency_half_life_hours
+                half_life = self.deps.config.recency_half_life_hours
             out["half_life_hours"] = _number(half_life, "half_life_hours", 1e-9)
         return out
 
@@ -167,19 +166,19 @@ class Forgetter:
         **params: Any,
     ) -> ForgetReport:
         """Forget (or, with ``dry_run``, only report) per tier; pinned memories always stay."""
-        manager = self.manager
+        deps = self.deps
         checked = self.check(strategy, params)
         types = _types(memory_types)
         report = ForgetReport(strategy=strategy, dry_run=dry_run, params={k: _jsonable(v) for k, v in checked.items()})
         for memory_type in types:
-            tier: Any = manager.memory.tiers([memory_type])[0]
+            tier: Any = deps.tier(memory_type)
             if memory_type is MemoryType.WORKING:
                 items = tier.get_recent(10**9)
             else:
                 items = await tier.aquery()
             tier_params = dict(checked)
             if strategy == "capacity_based" and "keep" not in params and memory_type is MemoryType.WORKING:
-                tier_params["keep"] = manager.memory.config.working_capacity
+                tier_params["keep"] = deps.config.working_capacity
             doomed = self.select(items, strategy, tier_params)
             tier_report = TierForgetReport(
                 memory_type=memory_type, considered=len(items), pinned_kept=sum(1 for i in items if i.pinned)
@@ -199,23 +198,20 @@ class Forgetter:
             if not dry_run and doomed:
                 await self._aremove(memory_type, tier, [i.id for i, _ in doomed])
             report.tiers[memory_type.value] = tier_report
-        await manager.store.alog(
-            manager.user_id,
+        await deps.store.alog(
+            deps.user_id,
             "forget",
             {"strategy": strategy, "dry_run": dry_run, "counts": {k: v.count for k, v in report.tiers.items()}},
         )
         if not dry_run and report.total:
-            manager.invalidate()
+            deps.revision.bump()
         return report
 
-    async def _aremove(self, memory_type: MemoryType, tier: Any, ids: list[str]) -> None:
+    async def _aremove(self, memory_type: MemoryType, tier: MemoryTier, ids: list[str]) -> None:
         if memory_type is MemoryType.WORKING:
-            tier.discard(ids)  # out of short-term memory; a put turn's episodic copy stays
+            self.deps.tiers.working.discard(ids)  # out of short-term memory; a put turn's episodic copy stays
             return
-        from llama_index_memory_hierarchy.lifecycle.deletion import adelete_memories
-
-        manager = self.manager
-        await adelete_memories(manager.context, manager.user_id, ids, memory_type=memory_type, tier=tier)
+        await adelete_memories(self.deps.context, self.deps.user_id, ids, memory_type=memory_type, tier=tier)
 
 
 def _types(memory_types: list[MemoryType | str] | None) -> list[MemoryType]:

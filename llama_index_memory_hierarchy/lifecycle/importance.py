@@ -19,7 +19,8 @@ import math
 import re
 from typing import Any
 
-from llama_index_memory_hierarchy.lifecycle._llm import LLMReplyError, acomplete, object_schema, parse_rating
+from llama_index_memory_hierarchy.errors import LLMReplyError
+from llama_index_memory_hierarchy.lifecycle.llm import acomplete, object_schema, parse_rating
 from llama_index_memory_hierarchy.ranking.fusion import reinforcement
 from llama_index_memory_hierarchy.types import MemoryItem
 

@@ -5,6 +5,10 @@ memory useful: importance, consolidation, reflection, conversation compression, 
 profile, forgetting, erasure, and export/import. Every coroutine runs on the store runtime
 (``a*`` methods can be awaited from any loop; the sync twins block), like the tiers.
 
+A thin facade: the memory builds it from a :class:`~.deps.LifecycleDeps` bundle, and each
+operation is one of the services built over that same bundle (the services never see the
+facade). Retrieval is the memory's one cross-tier search (:mod:`~..retrieval.search`).
+
 LLM use: routing and importance use an LLM only when one is configured (``llm=`` given to
 ``HierarchicalMemory.from_defaults`` or to the manager, or ``Settings.llm``); the background
 tasks (consolidation, reflection, summaries) may also use the bundled local model when
@@ -14,32 +18,40 @@ tasks (consolidation, reflection, summaries) may also use the bundled local mode
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-import weakref
 from collections.abc import Coroutine, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
-from llama_index_memory_hierarchy.lifecycle._llm import configured_llm
 from llama_index_memory_hierarchy.lifecycle.compression import ConversationCompressor
 from llama_index_memory_hierarchy.lifecycle.consolidation import ConsolidationReport, Consolidator
+from llama_index_memory_hierarchy.lifecycle.deletion import DeletionReport, adelete_memories
+from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
+from llama_index_memory_hierarchy.lifecycle.erasure import ErasureReport, aerase_user
 from llama_index_memory_hierarchy.lifecycle.forgetting import ForgetReport, Forgetter
 from llama_index_memory_hierarchy.lifecycle.importance import (
     ImportanceEstimator,
     aestimate_importance,
     effective_importance,
 )
+from llama_index_memory_hierarchy.lifecycle.portability import (
+    ExportReport,
+    ImportReport,
+    aexport_session,
+    aexport_user,
+    aimport_user,
+)
 from llama_index_memory_hierarchy.lifecycle.profile import ProfileBuilder, ProfileMemoryBlock, UserProfile
 from llama_index_memory_hierarchy.lifecycle.reflection import ReflectionReport, Reflector
 from llama_index_memory_hierarchy.lifecycle.routing import HeuristicRouter, RoutingDecision, aroute, is_media
+from llama_index_memory_hierarchy.lifecycle.sessions import register, unregister
 from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
 from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
+from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.types import (
-    MemoryFilter,
     MemoryItem,
     MemoryType,
     validate_content,
@@ -48,65 +60,58 @@ from llama_index_memory_hierarchy.types import (
     validate_memory_id,
 )
 
-if TYPE_CHECKING:
-    from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
-    from llama_index_memory_hierarchy.lifecycle.deletion import DeletionReport
-    from llama_index_memory_hierarchy.lifecycle.erasure import ErasureReport
-    from llama_index_memory_hierarchy.lifecycle.portability import ExportReport, ImportReport
-    from llama_index_memory_hierarchy.stores.context import StoreContext
-
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class _LiveMemories(weakref.WeakValueDictionary[int, Any]):
-    """The open memories of one store context, by ``id()`` (the context holds one of these)."""
-
-
-def live_memories(context: StoreContext) -> list[HierarchicalMemory]:
-    """The open ``HierarchicalMemory`` objects of a store context in this process (managers created)."""
-    return list(context.shared(_LiveMemories).values())
-
-
 class MemoryManager:
-    """Routing, retrieval and the lifecycle of one user's memory (see the module docstring)."""
+    """Routing, retrieval and the lifecycle of one user's memory (see the module docstring).
 
-    def __init__(
-        self, memory: HierarchicalMemory, *, llm: Any = None, settings: LifecycleSettings | None = None
-    ) -> None:
-        self.memory = memory
-        self.settings = settings or LifecycleSettings()
-        self._llm = llm
-        self.store = LifecycleStore(memory.context)
+    Registered as a live memory (:mod:`.sessions`) from construction until :meth:`close`, so that
+    deletions, erasures and imports of its user reach its short-term state.
+    """
+
+    def __init__(self, deps: LifecycleDeps) -> None:
+        self.deps = deps
         self.estimator = ImportanceEstimator()
         self.router = HeuristicRouter()
-        self.consolidator = Consolidator(self)
-        self.reflector = Reflector(self)
-        self.compressor = ConversationCompressor(self)
-        self.forgetter = Forgetter(self)
-        self.profiler = ProfileBuilder(self)
+        self.reflector = Reflector(deps)
+        self.consolidator = Consolidator(deps, self.reflector, self.estimator)
+        self.compressor = ConversationCompressor(deps, self.estimator)
+        self.forgetter = Forgetter(deps)
+        self.profiler = ProfileBuilder(deps)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._since_consolidation = 0
         self._profile_cache: tuple[tuple[Any, ...], UserProfile] | None = None
-        self._version = 0
-        context = memory.context
-        context.shared(_LiveMemories)[id(memory)] = memory
+        register(self)
 
     def __repr__(self) -> str:
         return f"MemoryManager(user_id={self.user_id!r}, session_id={self.session_id!r})"
 
+    def close(self) -> None:
+        """The memory closed: it is no longer a live memory of its user."""
+        unregister(self)
+
     # ------------------------------------------------------------------ plumbing
     @property
     def context(self) -> StoreContext:
-        return self.memory.context
+        return self.deps.context
 
     @property
     def user_id(self) -> str:
-        return self.memory.user_id
+        return self.deps.user_id
 
     @property
     def session_id(self) -> str:
-        return self.memory.session_id
+        return self.deps.session_id
+
+    @property
+    def settings(self) -> LifecycleSettings:
+        return self.deps.settings
+
+    @property
+    def store(self) -> LifecycleStore:
+        return self.deps.store
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self.context.runtime.run(coro)
@@ -116,18 +121,15 @@ class MemoryManager:
 
     def llm(self) -> Any:
         """The LLM for routing and importance: the one given, else ``Settings.llm``, else None."""
-        return configured_llm(self._llm, allow_local=False)
+        return self.deps.llm()
 
     def background_llm(self) -> Any:
         """The LLM for consolidation, reflection and summaries (may be the bundled model; see settings)."""
-        return configured_llm(self._llm, allow_local=self.settings.use_local_llm)
+        return self.deps.background_llm()
 
     def invalidate(self) -> None:
         """Forget cached derived views (the profile, the memory message of ``get()``) after a change."""
-        self._version += 1
-        self._profile_cache = None
-        with contextlib.suppress(AttributeError):  # the memory message cache of HierarchicalMemory is keyed on it
-            self.memory._version += 1
+        self.deps.revision.bump()
 
     # ------------------------------------------------------------------ routing and importance
     async def aclassify(self, content: Any) -> RoutingDecision:
@@ -233,7 +235,7 @@ class MemoryManager:
             "metadata": meta,
             "session_id": session_id,
         }
-        tier: Any = self.memory.tiers([kind])[0]
+        tier: Any = self.deps.tier(kind)
         if kind is MemoryType.PERCEPTUAL and media:
             memory_id = await tier.aadd_perception(content, modality, caption=caption, **common)
         elif kind is MemoryType.PERCEPTUAL and modality:
@@ -265,12 +267,21 @@ class MemoryManager:
 
         Filters (``min_importance`` on stored importance, ``time_range`` on event time,
         ``session_id``, ``metadata`` equality) apply in every tier. Every memory competes on one
-        score (``HierarchicalMemory.asearch``); among equally ranked ones, the more important,
+        score (:class:`~llama_index_memory_hierarchy.retrieval.search.CrossTierSearch`, the one every
+        read path uses); among equally ranked ones, the more important,
         then the more recent, then the more often recalled come first.
         """
-        return await self._arun(
-            self._aretrieve(query, memory_types, limit, min_importance, time_range, session_id, metadata)
-        )
+        filters = {
+            name: value
+            for name, value in (
+                ("min_importance", min_importance),
+                ("time_range", time_range),
+                ("session_id", session_id),
+                ("metadata", metadata),
+            )
+            if value is not None
+        }
+        return await self.deps.search.asearch(query, limit, memory_types=memory_types, **filters)
 
     def retrieve_memories(
         self,
@@ -283,32 +294,6 @@ class MemoryManager:
     ) -> list[MemoryItem]:
         """Sync twin of :meth:`aretrieve_memories`."""
         return self._run(self.aretrieve_memories(query, memory_types, limit, min_importance, time_range, **kwargs))
-
-    async def _aretrieve(
-        self,
-        query: str,
-        memory_types: Sequence[MemoryType | str] | None,
-        limit: int,
-        min_importance: float | None,
-        time_range: tuple[Any, Any] | None,
-        session_id: str | None,
-        metadata: dict[str, Any] | None,
-    ) -> list[MemoryItem]:
-        query = validate_content(query, "query")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise MemoryValidationError("limit", f"must be a positive integer, got {limit!r}")
-        filters: dict[str, Any] = {}
-        if min_importance is not None:
-            filters["min_importance"] = min_importance
-        if time_range is not None:
-            filters["time_range"] = time_range
-        if session_id is not None:
-            filters["session_id"] = session_id
-        if metadata is not None:
-            filters["metadata"] = metadata
-        MemoryFilter.from_kwargs(**filters)  # validates every filter once, before any search
-        # one algorithm for every read path: the cross-tier search of the memory
-        return await self.memory.asearch(query, limit, memory_types=memory_types, **filters)
 
     # ------------------------------------------------------------------ consolidation and reflection
     async def aconsolidate(
@@ -347,7 +332,7 @@ class MemoryManager:
         async def finish() -> ConsolidationReport:
             report = await self.consolidator.arun(session_id=self.session_id)
             if clear_working:
-                await self.memory.working.aclear()
+                await self.deps.tiers.working.aclear()
             await self.store.alog(self.user_id, "end_session", {"session_id": self.session_id})
             return report
 
@@ -414,7 +399,7 @@ class MemoryManager:
 
     async def _aprofile(self) -> UserProfile:
         count = await self.context.records.count(self.user_id, memory_type=MemoryType.SEMANTIC)
-        key = (count, self._version)
+        key = (count, self.deps.revision.value)
         if self._profile_cache is not None and self._profile_cache[0] == key:
             return self._profile_cache[1]
         profile = await self.profiler.abuild()
@@ -479,7 +464,7 @@ class MemoryManager:
         return self._run(self._apin(validate_memory_id(memory_id), False))
 
     async def _apin(self, memory_id: str, pinned: bool) -> bool:
-        found = await self.memory.working.apin(memory_id, pinned)
+        found = await self.deps.tiers.working.apin(memory_id, pinned)
         record = await self.context.records.update(self.user_id, memory_id, pinned=pinned)
         if record is not None:
             await self.context.drain_outbox()
@@ -488,8 +473,6 @@ class MemoryManager:
     # ------------------------------------------------------------------ deletion, erasure and portability
     async def aforget_memories(self, ids: Sequence[str]) -> DeletionReport:
         """Delete memories by id from every tier, with everything derived from them; see :mod:`.deletion`."""
-        from llama_index_memory_hierarchy.lifecycle.deletion import adelete_memories
-
         return await adelete_memories(self.context, self.user_id, ids)
 
     def forget_memories(self, ids: Sequence[str]) -> DeletionReport:
@@ -498,8 +481,6 @@ class MemoryManager:
 
     async def aforget_user(self, user_id: str | None = None, *, compact: bool = True) -> ErasureReport:
         """Remove a user (default: this one) from every store; see :mod:`.erasure`."""
-        from llama_index_memory_hierarchy.lifecycle.erasure import aerase_user
-
         return await aerase_user(self.context, user_id or self.user_id, compact=compact)
 
     def forget_user(self, user_id: str | None = None, *, compact: bool = True) -> ErasureReport:
@@ -510,8 +491,6 @@ class MemoryManager:
         self, user_id: str | None, path: str | os.PathLike[str], *, include_files: bool = True
     ) -> ExportReport:
         """Write a user's whole memory (default: this one) to ``path`` as JSON; see :mod:`.portability`."""
-        from llama_index_memory_hierarchy.lifecycle.portability import aexport_user
-
         return await aexport_user(self.context, user_id or self.user_id, path, include_files=include_files)
 
     def export_user(self, user_id: str | None, path: str | os.PathLike[str], **kwargs: Any) -> ExportReport:
@@ -526,8 +505,6 @@ class MemoryManager:
         on_conflict: Literal["replace", "skip", "error"] = "replace",
     ) -> ImportReport:
         """Write an export back into these stores (as ``user_id`` when given)."""
-        from llama_index_memory_hierarchy.lifecycle.portability import aimport_user
-
         return await aimport_user(self.context, path, user_id=user_id, on_conflict=on_conflict)
 
     def import_user(self, path: str | os.PathLike[str], **kwargs: Any) -> ImportReport:
@@ -541,9 +518,7 @@ class MemoryManager:
         format: Literal["markdown", "json"] = "markdown",
     ) -> str:
         """A readable transcript of a session (default: the current one); written to ``path`` if given."""
-        from llama_index_memory_hierarchy.lifecycle.portability import aexport_session
-
-        return await self._arun(aexport_session(self, session_id or self.session_id, path, format=format))
+        return await self._arun(aexport_session(self.deps, session_id or self.session_id, path, format=format))
 
     def export_session(
         self,

@@ -6,7 +6,7 @@ perceptual tier's satellite vectors, knowledge-base chunks), each with its id, t
 importance, access count, pin and metadata, and its embedding (base64 float32) with the
 vector space it belongs to; the user's rows of every other user-scoped table (running
 summaries, consolidation marks, cursors, audit trail); the stored perception files
-(base64); and the working memory of the user's live ``HierarchicalMemory`` objects.
+(base64); and the working memory of the user's live memories in this process (:mod:`.sessions`).
 
 ``aimport_user(context, path)`` writes it back item for item (same ids, same fields). An
 embedding is reused when its space is the current text space (same model), and
@@ -29,21 +29,23 @@ import os
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreError
-from llama_index_memory_hierarchy.lifecycle import tables as lifecycle_tables
+from llama_index_memory_hierarchy.lifecycle.consolidation import STAGE_SEMANTIC, SUMMARY_KIND
+from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
+from llama_index_memory_hierarchy.lifecycle.sessions import live_memories
+from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
+from llama_index_memory_hierarchy.perception.files import FileRef, FileStore
 from llama_index_memory_hierarchy.stores.base import Record
+from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.stores.schema import index_outbox, memories, user_scoped_tables
+from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory, areset_semantic_state
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType, validate_identifier
-
-if TYPE_CHECKING:
-    from llama_index_memory_hierarchy.lifecycle.manager import MemoryManager
-    from llama_index_memory_hierarchy.stores.context import StoreContext
 
 logger = logging.getLogger(__name__)
 
@@ -144,10 +146,7 @@ async def aexport_user(
 
 
 async def _aexport(context: StoreContext, user_id: str, path: Path, include_files: bool) -> ExportReport:
-    from llama_index_memory_hierarchy.lifecycle.manager import live_memories
-    from llama_index_memory_hierarchy.perception.files import FileStore
-
-    await lifecycle_tables.LifecycleStore(context).aensure_tables()
+    await LifecycleStore(context).aensure_tables()
     report = ExportReport(path=str(path), user_id=user_id)
     records: list[Record] = []
     while True:
@@ -187,12 +186,11 @@ async def _aexport(context: StoreContext, user_id: str, path: Path, include_file
     report.files = len(files)
     working: list[dict[str, Any]] = []
     seen_working: set[str] = set()
-    for memory in live_memories(context):
-        if memory.user_id == user_id and not getattr(memory, "_closed", False):
-            for item in memory.working.get_recent(10**9):
-                if item.id not in seen_working:
-                    seen_working.add(item.id)
-                    working.append(item.model_dump(mode="json", exclude={"score", "explanation"}))
+    for memory in live_memories(context, user_id):
+        for item in memory.deps.tiers.working.get_recent(10**9):
+            if item.id not in seen_working:
+                seen_working.add(item.id)
+                working.append(item.model_dump(mode="json", exclude={"score", "explanation"}))
     report.working = len(working)
     document = {
         "format": EXPORT_FORMAT,
@@ -206,9 +204,7 @@ async def _aexport(context: StoreContext, user_id: str, path: Path, include_file
         "working": working,
     }
     await asyncio.to_thread(_write_json, path, document)
-    await lifecycle_tables.LifecycleStore(context).alog(
-        user_id, "export", {"records": report.records, "files": report.files}
-    )
+    await LifecycleStore(context).alog(user_id, "export", {"records": report.records, "files": report.files})
     return report
 
 
@@ -267,8 +263,6 @@ def _check_file_refs(records: Any, files: list[tuple[str, str, bytes]], folder: 
     ``stored`` ref naming another user's file would make later reads serve bytes the importer never had.
     Checked before anything is written, so a bad file is refused whole.
     """
-    from llama_index_memory_hierarchy.perception.files import FileRef
-
     shipped = {ref: hashlib.sha256(data).hexdigest() for ref, _, data in files}
     root = folder.expanduser().resolve()
     for position, data in enumerate(records if isinstance(records, list) else []):
@@ -327,9 +321,7 @@ async def _aimport(
     on_conflict: str,
     files: list[tuple[str, str, bytes]],
 ) -> ImportReport:
-    from llama_index_memory_hierarchy.lifecycle.manager import live_memories
-
-    store = lifecycle_tables.LifecycleStore(context)
+    store = LifecycleStore(context)
     await store.aensure_tables()
     report = ImportReport(user_id=user_id)
     refs = await _aimport_files(context, files, user_id, report)
@@ -363,10 +355,9 @@ async def _aimport(
     report.tables = await _aimport_tables(context, document.get("tables") or {}, user_id)
     await _arefresh_semantic(context, user_id, records)
     report.working = await _aimport_working(context, document.get("working") or [], user_id)
-    for memory in live_memories(context):
-        if memory.user_id == user_id:
-            memory.manager.compressor.forget_cached()
-            memory.manager.invalidate()
+    for memory in live_memories(context, user_id):
+        memory.compressor.forget_cached()
+        memory.invalidate()
     await store.alog(user_id, "import", {"records": report.records, "reembedded": report.reembedded})
     return report
 
@@ -375,8 +366,6 @@ async def _aimport_files(
     context: StoreContext, files: list[tuple[str, str, bytes]], user_id: str, report: ImportReport
 ) -> dict[str, str]:
     """Store the exported files for ``user_id``; ``{exported ref: new ref}``."""
-    from llama_index_memory_hierarchy.perception.files import FileStore
-
     store = FileStore(context.persist_dir)
     refs: dict[str, str] = {}
     for exported, extension, data in files:
@@ -460,32 +449,26 @@ async def _aimport_tables(context: StoreContext, tables: dict[str, Any], user_id
 
 async def _arefresh_semantic(context: StoreContext, user_id: str, records: list[Record]) -> None:
     """Reload the user's semantic index and rebuild their graph from the imported facts."""
-    from llama_index_memory_hierarchy.lifecycle.erasure import _areset_semantic_state
-
     if not any(r.item.memory_type is MemoryType.SEMANTIC for r in records):
         return
-    from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory
-
-    await _areset_semantic_state(context, user_id)
+    await areset_semantic_state(context, user_id)
     await SemanticMemory(user_id=user_id, session_id=None, context=context).arebuild_graph()
 
 
 async def _aimport_working(context: StoreContext, working: list[dict[str, Any]], user_id: str) -> int:
-    from llama_index_memory_hierarchy.lifecycle.manager import live_memories
-
-    targets = [m for m in live_memories(context) if m.user_id == user_id and not getattr(m, "_closed", False)]
+    targets = live_memories(context, user_id)
     if not working or not targets:
         return 0
     items = [MemoryItem.create(**{**data, "user_id": user_id}) for data in working]
     for memory in targets:
         for item in items:
-            await memory.working.aadd(item)
+            await memory.deps.tiers.working.aadd(item)
     return len(items)
 
 
 # ---------------------------------------------------------------------------------------------- sessions
 async def aexport_session(
-    manager: MemoryManager,
+    deps: LifecycleDeps,
     session_id: str,
     path: str | os.PathLike[str] | None = None,
     *,
@@ -495,7 +478,7 @@ async def aexport_session(
     if format not in ("markdown", "json"):
         raise MemoryValidationError("format", f"must be 'markdown' or 'json', got {format!r}")
     session_id = validate_identifier(session_id, "session_id")
-    data = await _asession_data(manager, session_id)
+    data = await _asession_data(deps, session_id)
     text = json.dumps(data, ensure_ascii=False, indent=2) if format == "json" else _session_markdown(data)
     if path is not None:
         await asyncio.to_thread(_write_text, Path(path), text)
@@ -507,20 +490,18 @@ def _write_text(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-async def _asession_data(manager: MemoryManager, session_id: str) -> dict[str, Any]:
-    from llama_index_memory_hierarchy.lifecycle.consolidation import STAGE_SEMANTIC, SUMMARY_KIND
-
-    user = manager.user_id
-    events = await manager.memory.episodic.aget_session(session_id)
+async def _asession_data(deps: LifecycleDeps, session_id: str) -> dict[str, Any]:
+    user = deps.user_id
+    events = await deps.tiers.episodic.aget_session(session_id)
     turns = [e for e in events if e.metadata.get("role") and e.metadata.get("kind") != SUMMARY_KIND]
     others = [e for e in events if not e.metadata.get("role") and e.metadata.get("kind") != SUMMARY_KIND]
     summaries = [e for e in events if e.metadata.get("kind") == SUMMARY_KIND]
     ids = {e.id for e in events}
-    distilled = await manager.store.aconsolidated(user, STAGE_SEMANTIC, sorted(ids)) if ids else {}
+    distilled = await deps.store.aconsolidated(user, STAGE_SEMANTIC, sorted(ids)) if ids else {}
     facts: list[dict[str, Any]] = []
     insights: list[dict[str, Any]] = []
-    if await manager.context.records.count(user, memory_type=MemoryType.SEMANTIC):
-        for item in await manager.memory.semantic.aquery():
+    if await deps.context.records.count(user, memory_type=MemoryType.SEMANTIC):
+        for item in await deps.tiers.semantic.aquery():
             sources = [s for s in item.metadata.get("source_ids") or [] if s in ids]
             if not sources:
                 continue
@@ -533,7 +514,7 @@ async def _asession_data(manager: MemoryManager, session_id: str) -> dict[str, A
             }
             (insights if item.metadata.get("origin") == "reflection" else facts).append(entry)
     perceptions = []
-    if await manager.context.records.count(user, memory_type=MemoryType.PERCEPTUAL):
+    if await deps.context.records.count(user, memory_type=MemoryType.PERCEPTUAL):
         perceptions = [
             {
                 "id": p.id,
@@ -541,9 +522,9 @@ async def _asession_data(manager: MemoryManager, session_id: str) -> dict[str, A
                 "modality": p.metadata.get("modality"),
                 "content": p.content,
             }
-            for p in await manager.memory.perceptual.aquery(session_id=session_id)
+            for p in await deps.tiers.perceptual.aquery(session_id=session_id)
         ]
-    running = await manager.store.aget_summary(user, session_id)
+    running = await deps.store.aget_summary(user, session_id)
     return {
         "user_id": user,
         "session_id": session_id,

@@ -18,19 +18,19 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory.memory import BaseMemoryBlock
 from pydantic import BaseModel, Field
 
+from llama_index_memory_hierarchy.extraction import NAME_PREDICATE, RELATION_NOUNS, USER_ENTITY
 from llama_index_memory_hierarchy.language import mentions_event_time
+from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
 from llama_index_memory_hierarchy.lifecycle.importance import effective_importance
+from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
 from llama_index_memory_hierarchy.text import count_tokens
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
-
-if TYPE_CHECKING:
-    from llama_index_memory_hierarchy.lifecycle.manager import MemoryManager
 
 #: First line of the profile section of the system message.
 PROFILE_HEADER = "About this user (preferences and facts from earlier conversations):"
@@ -93,26 +93,24 @@ class UserProfile(BaseModel):
 
 
 class ProfileBuilder:
-    """Builds :class:`UserProfile` objects from a manager's semantic memory."""
+    """Builds :class:`UserProfile` objects from a user's semantic memory."""
 
-    def __init__(self, manager: MemoryManager) -> None:
-        self.manager = manager
+    def __init__(self, deps: LifecycleDeps) -> None:
+        self.deps = deps
 
     async def abuild(self, limit: int = 40) -> UserProfile:
-        """The profile of the manager's user (empty when semantic memory holds nothing yet)."""
-        from llama_index_memory_hierarchy.extraction import USER_ENTITY
-
-        manager = self.manager
-        profile = UserProfile(user_id=manager.user_id)
-        records = manager.context.records
-        if not await records.count(manager.user_id, memory_type=MemoryType.SEMANTIC):
+        """The profile of the user (empty when semantic memory holds nothing yet)."""
+        deps = self.deps
+        profile = UserProfile(user_id=deps.user_id)
+        records = deps.context.records
+        if not await records.count(deps.user_id, memory_type=MemoryType.SEMANTIC):
             return profile
-        semantic: Any = manager.memory.semantic
+        semantic: Any = deps.tiers.semantic
         facts = await semantic.aget_facts(USER_ENTITY)
         user = await semantic.aget_entity(USER_ENTITY)
         facts += await self._arelatives_facts(semantic, facts, user.id if user is not None else None)
         source_ids = sorted({s for fact in facts for s in (fact.metadata.get("source_ids") or [])})
-        sources = {r.item.id: r.item for r in await records.get(manager.user_id, source_ids)} if source_ids else {}
+        sources = {r.item.id: r.item for r in await records.get(deps.user_id, source_ids)} if source_ids else {}
         entries: dict[str, ProfileEntry] = {}
         for item in facts:
             meta = item.metadata
@@ -128,7 +126,7 @@ class ProfileBuilder:
                 text=text,
                 kind=kind,
                 memory_id=item.id,
-                importance=_importance(item, manager),
+                importance=_importance(item, deps.settings),
                 confidence=float(meta.get("confidence", 1.0)),
                 since=_parse_time(meta.get("valid_at")),
                 source_ids=list(meta.get("source_ids") or []),
@@ -147,8 +145,6 @@ class ProfileBuilder:
         "My daughter Mia is allergic to peanuts" is about Mia, but it is what an assistant of the user
         must know; facts about anyone else stay out of the profile.
         """
-        from llama_index_memory_hierarchy.extraction import USER_ENTITY
-
         relatives: dict[str, str] = {}
         for item in facts:
             statement = fact_statement(item.metadata, user_id)
@@ -174,8 +170,7 @@ def relative_statement(meta: dict[str, Any]) -> tuple[str, str] | None:
     return "relation", f"{meta.get('subject')} ({relation}) {words} {meta.get('object')}"
 
 
-def _importance(item: MemoryItem, manager: MemoryManager) -> float:
-    settings = manager.settings
+def _importance(item: MemoryItem, settings: LifecycleSettings) -> float:
     return effective_importance(item, strength=settings.access_reinforcement, saturation=settings.access_saturation)
 
 
@@ -185,8 +180,6 @@ def fact_statement(meta: dict[str, Any], user_id: str | None = None) -> tuple[st
     Kinds: ``preference``, ``plan``, ``relation``, ``identity`` and ``fact`` (anything else).
     ``user_id``: the node id of the user's entity, which facts stated with the user's name carry.
     """
-    from llama_index_memory_hierarchy.extraction import NAME_PREDICATE, RELATION_NOUNS, USER_ENTITY
-
     predicate = str(meta.get("predicate", ""))
     subject, obj = str(meta.get("subject", "")), str(meta.get("object", ""))
     words = predicate.replace("_", " ")

@@ -21,22 +21,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-from llama_index_memory_hierarchy.lifecycle._llm import (
+from llama_index_memory_hierarchy.errors import LLMReplyError
+from llama_index_memory_hierarchy.extraction import is_noun
+from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
+from llama_index_memory_hierarchy.lifecycle.llm import (
     SOURCES,
-    LLMReplyError,
     acomplete,
     object_schema,
     parse_json,
     repeats_source,
 )
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
-
-if TYPE_CHECKING:
-    from llama_index_memory_hierarchy.lifecycle.manager import MemoryManager
 
 logger = logging.getLogger(__name__)
 
@@ -64,46 +63,44 @@ class ReflectionReport(BaseModel):
 
 
 class Reflector:
-    """Checks the reflection trigger and writes insights for one manager's user."""
+    """Checks the reflection trigger and writes insights for one user."""
 
-    def __init__(self, manager: MemoryManager) -> None:
-        self.manager = manager
+    def __init__(self, deps: LifecycleDeps) -> None:
+        self.deps = deps
 
     def _eligible(self, item: MemoryItem) -> bool:
         return item.metadata.get("role") in (None, "user") and item.metadata.get("kind") != "summary"
 
     async def apending(self) -> tuple[list[MemoryItem], float]:
         """Recent events not reflected upon (newest ``reflection_window``) and their summed importance."""
-        manager = self.manager
-        window = manager.settings.reflection_window
+        deps = self.deps
+        window = deps.settings.reflection_window
         recent = [
-            e
-            for e in await manager.memory.episodic.aquery(order_by="-timestamp", limit=window * 4)
-            if self._eligible(e)
+            e for e in await deps.tiers.episodic.aquery(order_by="-timestamp", limit=window * 4) if self._eligible(e)
         ][:window]
         if not recent:
             return [], 0.0
-        done = await manager.store.aconsolidated(manager.user_id, STAGE_REFLECTED, [e.id for e in recent])
+        done = await deps.store.aconsolidated(deps.user_id, STAGE_REFLECTED, [e.id for e in recent])
         pending = sorted((e for e in recent if e.id not in done), key=lambda e: e.timestamp)
         return pending, round(sum(e.importance for e in pending), 4)
 
     async def arun(self, *, force: bool = False) -> ReflectionReport:
         """Reflect when the threshold is reached (or ``force``); return what happened."""
-        manager = self.manager
-        settings = manager.settings
+        deps = self.deps
+        settings = deps.settings
         pending, total = await self.apending()
         report = ReflectionReport(importance_sum=total, threshold=settings.reflection_threshold, events=len(pending))
         if not pending or (total < settings.reflection_threshold and not force):
             return report
         report.triggered = True
-        llm = manager.background_llm()
+        llm = deps.background_llm()
         if llm is not None:
             try:
                 report.insights = await self._allm(llm, pending)
                 report.method = "llm"
             except Exception as exc:  # the model failed: say so, keep the events for the next reflection
                 report.skipped = f"LLM reflection failed: {type(exc).__name__}: {exc}"
-                logger.warning("reflection for %s skipped: %s", manager.user_id, report.skipped)
+                logger.warning("reflection for %s skipped: %s", deps.user_id, report.skipped)
                 return report
         elif settings.offline_reflection:
             report.insights = await self._aoffline(pending)
@@ -113,22 +110,20 @@ class Reflector:
                 "no LLM configured (pass llm= or set Settings.llm; or LifecycleSettings(offline_reflection=True) "
                 "for heuristic insights)"
             )
-            logger.info("reflection for %s skipped: %s", manager.user_id, report.skipped)
+            logger.info("reflection for %s skipped: %s", deps.user_id, report.skipped)
             return report
-        await manager.store.amark(
-            manager.user_id, STAGE_REFLECTED, [(e.id, e.session_id, report.insights) for e in pending]
-        )
-        await manager.store.alog(
-            manager.user_id,
+        await deps.store.amark(deps.user_id, STAGE_REFLECTED, [(e.id, e.session_id, report.insights) for e in pending])
+        await deps.store.alog(
+            deps.user_id,
             "reflect",
             {"events": len(pending), "insights": len(report.insights), "method": report.method},
         )
         if report.insights:
-            manager.invalidate()
+            deps.revision.bump()
         return report
 
     async def _allm(self, llm: Any, events: list[MemoryItem]) -> list[str]:
-        n = self.manager.settings.reflection_insights
+        n = self.deps.settings.reflection_insights
         statements = "\n".join(
             f"{number}. {' '.join(e.content.split())[:600]}" for number, e in enumerate(events, start=1)
         )
@@ -164,25 +159,25 @@ class Reflector:
         return await self._astore(items)
 
     async def _aoffline(self, events: list[MemoryItem]) -> list[str]:
-        episodic = self.manager.memory.episodic
-        patterns = await episodic.afind_patterns(top_n=self.manager.settings.reflection_insights, min_sessions=2)
+        episodic = self.deps.tiers.episodic
+        patterns = await episodic.afind_patterns(top_n=self.deps.settings.reflection_insights, min_sessions=2)
         items = []
         for topic in patterns["recurring_topics"]:
             word = topic["topic"]
             cited = [e for e in events if word in e.content.casefold()][:10]
-            if not cited or not await asyncio.to_thread(_is_noun, word, [e.content for e in cited]):
+            if not cited or not await asyncio.to_thread(is_noun, word, [e.content for e in cited]):
                 continue
             text = f"[heuristic] The user came back to '{word}' in {topic['sessions']} sessions."
             items.append(self._insight(text, cited, "offline-heuristic"))
         return await self._astore(items)
 
     def _insight(self, text: str, sources: list[MemoryItem], method: str) -> MemoryItem:
-        manager = self.manager
+        deps = self.deps
         return MemoryItem.create(
             content=text,
             memory_type=MemoryType.SEMANTIC,
-            user_id=manager.user_id,
-            session_id=manager.session_id,
+            user_id=deps.user_id,
+            session_id=deps.session_id,
             importance=max(e.importance for e in sources),
             metadata={"origin": "reflection", "method": method, "source_ids": sorted({e.id for e in sources})},
         )
@@ -190,29 +185,5 @@ class Reflector:
     async def _astore(self, items: list[MemoryItem]) -> list[str]:
         if not items:
             return []
-        semantic: Any = self.manager.memory.semantic
+        semantic: Any = self.deps.tiers.semantic
         return list(await semantic.aadd_items(items, dedupe=True))
-
-
-def _is_noun(word: str, texts: list[str]) -> bool:
-    """Whether ``word`` is used as a noun (not a stop word) in ``texts``: spaCy for English, jieba for Chinese.
-
-    Without spaCy an English word is never reported: a heuristic that cannot tell "keep" from
-    "bouldering" says nothing.
-    """
-    from llama_index_memory_hierarchy.extraction import _CJK, _posseg, load_spacy
-
-    if _CJK.search(word):
-        return any(
-            pair.word == word and pair.flag.startswith("n") and len(word) > 1
-            for text in texts
-            for pair in _posseg().cut(text)
-        )
-    nlp = load_spacy()
-    if nlp is None:
-        return False
-    for doc in nlp.pipe(texts):
-        for token in doc:
-            if (token.lower_ == word or token.lemma_.lower() == word) and token.pos_ in {"NOUN", "PROPN"}:
-                return not token.is_stop
-    return False

@@ -18,8 +18,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from llama_index_memory_hierarchy.errors import LLMReplyError
 from llama_index_memory_hierarchy.language import mentions_event_time
-from llama_index_memory_hierarchy.lifecycle._llm import LLMReplyError, acomplete, object_schema, parse_json
+from llama_index_memory_hierarchy.lifecycle.llm import acomplete, object_schema, parse_json
 from llama_index_memory_hierarchy.types import MemoryType
 
 logger = logging.getLogger(__name__)

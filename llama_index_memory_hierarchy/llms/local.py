@@ -46,6 +46,7 @@ from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_ca
 from llama_index.core.llms.llm import LLM
 
 from llama_index_memory_hierarchy.errors import LLMRequiredError, MemoryHierarchyError, MemoryValidationError
+from llama_index_memory_hierarchy.types import validate_positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -442,10 +443,7 @@ class LocalLLM(LLM):
                 ignored.append(key)
         if ignored:
             logger.debug("LocalLLM ignores options %s", sorted(ignored))
-        max_tokens = options["max_tokens"]
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise MemoryValidationError("max_tokens", f"must be a positive integer, got {max_tokens!r}")
-        options["max_tokens"] = min(max_tokens, self.context_window)
+        options["max_tokens"] = min(validate_positive_int(options["max_tokens"], "max_tokens"), self.context_window)
         return options
 
     def _messages(self, messages: Sequence[ChatMessage]) -> list[dict[str, str]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
@@ -12,8 +12,19 @@ from llama_index_memory_hierarchy.retrieval.search import memory_types_of
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType, validate_positive_int
 
 if TYPE_CHECKING:
-    from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
     from llama_index_memory_hierarchy.tiers.base import MemoryTier
+
+
+class SearchableMemory(Protocol):
+    """What :class:`HierarchyRetriever` needs of a memory (a ``HierarchicalMemory``): its cross-tier search."""
+
+    def search(
+        self, query: str, limit: int = 5, *, memory_types: Sequence[MemoryType | str] | None = None, **filters: Any
+    ) -> list[MemoryItem]: ...
+
+    async def asearch(
+        self, query: str, limit: int = 5, *, memory_types: Sequence[MemoryType | str] | None = None, **filters: Any
+    ) -> list[MemoryItem]: ...
 
 
 def item_to_node(item: MemoryItem) -> NodeWithScore:
@@ -64,7 +75,7 @@ class TierRetriever(BaseRetriever):
 
 
 class HierarchyRetriever(BaseRetriever):
-    """The cross-tier search of a :class:`HierarchicalMemory` as a LlamaIndex retriever.
+    """The cross-tier search of a memory (a ``HierarchicalMemory``) as a LlamaIndex retriever.
 
     Every memory of the chosen tiers competes on one score (``retrieval.search``); each node's
     metadata carries the ``explanation`` of its score.
@@ -72,7 +83,7 @@ class HierarchyRetriever(BaseRetriever):
 
     def __init__(
         self,
-        memory: HierarchicalMemory,
+        memory: SearchableMemory,
         similarity_top_k: int = 5,
         memory_types: Sequence[MemoryType | str] | None = None,
         filters: dict[str, Any] | None = None,

@@ -189,8 +189,7 @@ class CrossTierSearch:
             pending, self._pending = self._pending, None
             await asyncio.gather(pending, return_exceptions=True)
         context = self.memory.context
-        vector = await context.embeddings.aembed_query(query)
-        candidates = await self._acandidates(query, vector, types, flt, limit, include_history)
+        candidates = await self._acandidates(query, types, flt, limit, include_history)
         if not candidates:
             return []
         ranked = self._score(query, list(candidates.values()), limit)
@@ -203,34 +202,51 @@ class CrossTierSearch:
     async def _acandidates(
         self,
         query: str,
-        vector: np.ndarray,
         types: list[MemoryType],
         flt: MemoryFilter,
         wanted: int,
         include_history: bool,
     ) -> dict[str, _Candidate]:
-        """Every candidate of the requested tiers, by id, with its raw signals."""
+        """Every candidate of the requested tiers, by id, with its raw signals.
+
+        The query is embedded while the keyword search, the graph and the encoders of
+        perceptions run (none of them needs the text vector): the model and the record store
+        work on different cores, and the dense search starts as soon as the vector is there.
+        """
         memory = self.memory
         context = memory.context
         user = memory.user_id
         durable = [t for t in types if t is not MemoryType.WORKING]
         depth = max(wanted * memory.config.candidate_multiplier, DEFAULT_RECIPE.candidates)
         working = memory.working.entries(flt) if MemoryType.WORKING in types else []
-        if not durable:
-            dense: list[tuple[str, float]] = []
-            keyword: list[tuple[str, float]] = []
-            hops: dict[str, int] = {}
-            cross: dict[str, float] = {}
-        else:
-            only = durable[0] if len(durable) == 1 else None
-            dense, keyword, hops, cross = await asyncio.gather(
-                context.adense_search(user, vector, memory_type=only, filters=flt, limit=depth),
+        only = durable[0] if len(durable) == 1 else None
+
+        async def embedded_and_dense() -> tuple[np.ndarray, list[tuple[str, float]]]:
+            vector = await context.embeddings.aembed_query(query)
+            if not durable:
+                return vector, []
+            return vector, await context.adense_search(user, vector, memory_type=only, filters=flt, limit=depth)
+
+        tasks = [
+            asyncio.ensure_future(embedded_and_dense()),
+            asyncio.ensure_future(
                 context.records.keyword_search(
                     user, " ".join(keyword_terms(query)), memory_type=only, filters=flt, limit=depth
-                ),
-                self._agraph(query, depth) if MemoryType.SEMANTIC in durable else _none(),
-                self._across_modal(query, flt, depth) if MemoryType.PERCEPTUAL in durable else _none(),
-            )
+                )
+                if durable
+                else _nothing()
+            ),
+            asyncio.ensure_future(self._agraph(query, depth) if MemoryType.SEMANTIC in durable else _none()),
+            asyncio.ensure_future(
+                self._across_modal(query, flt, depth) if MemoryType.PERCEPTUAL in durable else _none()
+            ),
+        ]
+        try:
+            (vector, dense), keyword, hops, cross = await asyncio.gather(*tasks)
+        except BaseException:  # the first failure is raised as itself; the other lookups stop
+            for task in tasks:
+                task.cancel()
+            raise
         pool = list(dict.fromkeys([*(i for i, _ in dense), *(i for i, _ in keyword), *hops, *cross]))
         if MemoryType.EPISODIC in durable:
             pool += [item.id for item, _ in working if item.id not in set(pool)]  # put turns: the durable copy
@@ -416,6 +432,10 @@ def ranked_score(choice: Choice) -> float:
 
 async def _none() -> dict[str, Any]:
     return {}
+
+
+async def _nothing() -> list[Any]:
+    return []
 
 
 def explain(item: MemoryItem) -> str:

@@ -71,7 +71,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     import llama_index_memory_hierarchy.lifecycle.forgetting as forgetting
     import llama_index_memory_hierarchy.tiers.base as base
     import llama_index_memory_hierarchy.tiers.episodic as episodic
-    import llama_index_memory_hierarchy.tiers.semantic as semantic
+    import llama_index_memory_hierarchy.tiers.semantic.tier as semantic
     import llama_index_memory_hierarchy.tiers.working as working
     import llama_index_memory_hierarchy.types as types
 

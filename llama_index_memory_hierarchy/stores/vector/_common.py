@@ -22,7 +22,7 @@ import numpy as np
 
 from llama_index_memory_hierarchy.errors import EmbeddingDimensionError, MemoryValidationError
 from llama_index_memory_hierarchy.stores.base import VectorFilter, VectorPoint
-from llama_index_memory_hierarchy.types import validate_identifier, validate_memory_id
+from llama_index_memory_hierarchy.types import validate_identifier, validate_memory_id, validate_positive_int
 
 _SPACE = re.compile(r"^[A-Za-z0-9._\-]{1,160}$")
 _FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -41,9 +41,7 @@ def validate_space(space: Any) -> str:
 
 def validate_dim(dim: Any) -> int:
     """A positive vector dimension."""
-    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or int(dim) < 1:
-        raise MemoryValidationError("dim", f"must be a positive integer, got {dim!r}")
-    return int(dim)
+    return validate_positive_int(dim, "dim")
 
 
 def _field_name(name: Any, where: str) -> str:

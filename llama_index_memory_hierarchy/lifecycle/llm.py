@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from llama_index_memory_hierarchy.errors import LLMReplyError
+from llama_index_memory_hierarchy.llms import resolve_llm
 
 logger = logging.getLogger(__name__)
 
@@ -30,9 +31,7 @@ def configured_llm(llm: Any = None, *, allow_local: bool = False) -> Any:
     """
     if llm is not None:
         return llm
-    from llama_index.core import Settings
-
-    from llama_index_memory_hierarchy.llms import resolve_llm
+    from llama_index.core import Settings  # heavy: loaded when an LLM is first asked for
 
     key = (id(getattr(Settings, "_llm", None)), allow_local)
     if key not in _resolved:

@@ -1,0 +1,53 @@
+"""The open memories of this process, per store context: what deletion, erasure and export reach.
+
+A deletion, an erasure or an import changes the stores under every open memory of the user in
+this process: their working memory, the history ``get()`` replays, the running summaries and
+the cached derived views must follow. Each :class:`~.manager.MemoryManager` registers itself
+here when its memory opens and leaves when it closes (weakly: a memory dropped without
+``close()`` leaves too), so those operations find them from the store context alone.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Protocol
+
+from llama_index_memory_hierarchy.lifecycle.compression import ConversationCompressor
+from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
+from llama_index_memory_hierarchy.stores.context import StoreContext
+
+
+class LiveMemory(Protocol):
+    """An open memory of one user, as the lifecycle's store-wide operations see it (its manager)."""
+
+    @property
+    def deps(self) -> LifecycleDeps: ...
+
+    @property
+    def compressor(self) -> ConversationCompressor: ...
+
+    def invalidate(self) -> None: ...
+
+
+class _Registry(weakref.WeakValueDictionary[int, LiveMemory]):
+    """The live memories of one store context, by ``id()`` (the context holds one)."""
+
+
+def _registry(context: StoreContext) -> _Registry:
+    return context.shared(_Registry)
+
+
+def register(memory: LiveMemory) -> None:
+    """``memory`` is open: deletions, erasures and imports of its user reach it from now on."""
+    _registry(memory.deps.context)[id(memory)] = memory
+
+
+def unregister(memory: LiveMemory) -> None:
+    """``memory`` is closed: it is no longer one of the live memories."""
+    _registry(memory.deps.context).pop(id(memory), None)
+
+
+def live_memories(context: StoreContext, user_id: str | None = None) -> list[LiveMemory]:
+    """The open memories of ``context`` in this process (of ``user_id`` when given)."""
+    found = list(_registry(context).values())
+    return found if user_id is None else [m for m in found if m.deps.user_id == user_id]
