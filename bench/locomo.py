@@ -188,6 +188,15 @@ class WholeHierarchySystem(HierarchySystem):
         return slots
 
 
+def share_library_model(name: str) -> None:
+    """Load the library's embedding ``name`` once for every ``HierarchicalMemory`` (via ``Settings.embed_model``)."""
+    from llama_index.core import Settings
+
+    from llama_index_memory_hierarchy.embeddings import resolve_embed_model
+
+    Settings.embed_model = resolve_embed_model(name)
+
+
 # ---------------------------------------------------------------------------- running
 def percentile(values: Sequence[float], q: float) -> float:
     """The ``q``-th percentile (0-100) by linear interpolation; 0 for no values."""
@@ -347,6 +356,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--questions", type=int, default=None, help="only N questions per conversation, evenly spread")
     parser.add_argument("--k", default="5,10", help="cut-offs, comma-separated (default: %(default)s)")
     parser.add_argument("--systems", default=",".join(ALL_SYSTEMS), help="comma-separated: %(default)s")
+    parser.add_argument(
+        "--model", default=None, help="embedding of every system: a library embed_model name (default: the library's)"
+    )
     parser.add_argument("--ablation", action="store_true", help="also run the pipeline ablation (ladder + variants)")
     parser.add_argument("--smoke", action="store_true", help="CI smoke run: 2 conversations, 10 questions each")
     parser.add_argument("--no-cache", action="store_true", help="embed without the on-disk cache (honest timings)")
@@ -367,11 +379,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"LoCoMo data not found at {args.data} (see the dataset's SOURCE.md; pass --data)")
     conversations = load_locomo(args.data, args.conversations)
     names = [s.strip() for s in args.systems.split(",") if s.strip()]
-    embedder = CachedEmbedder(use_cache=not args.no_cache)
+    embedder = CachedEmbedder(use_cache=not args.no_cache, library_model=args.model or "default")
     n_turns = sum(len(c.turns) for c in conversations)
     n_questions = sum(len(c.qa) if args.questions is None else min(args.questions, len(c.qa)) for c in conversations)
     print(f"LoCoMo: {len(conversations)} conversations, {n_turns} turns, {n_questions} questions; k={ks}\n")
 
+    if {"episodic", "hierarchy"} & set(names):
+        share_library_model(args.model or "default")
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="lmh-locomo-") as workdir:
         for name in names:
@@ -397,6 +411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "questions": n_questions,
             "k": ks,
             "embeddings_cached": not args.no_cache,
+            "model": args.model or "default",
             "machine": machine(),
             "pipeline_config": asdict(BEST),
             "systems": results,

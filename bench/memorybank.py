@@ -38,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 from embed_cache import CachedEmbedder  # noqa: E402
-from locomo import machine, make_system, render_table, sample_questions, timing  # noqa: E402
+from locomo import machine, make_system, render_table, sample_questions, share_library_model, timing  # noqa: E402
 from locomo_data import Turn  # noqa: E402
 from locomo_retrievers import _BM25, Retriever, top_n  # noqa: E402
 from memorybank_data import LANGUAGES, MemoryBankConversation, load_memorybank, score_groups  # noqa: E402
@@ -76,15 +76,6 @@ class KeywordBM25:
 
     def search(self, query: str, k: int) -> list[str]:
         return [self._ids[i] for i in top_n(self._model.scores(self._terms(query)), min(k, self.depth))]
-
-
-def share_library_model(name: str) -> None:
-    """Load the library's embedding ``name`` once for every ``HierarchicalMemory`` (via ``Settings.embed_model``)."""
-    from llama_index.core import Settings
-
-    from llama_index_memory_hierarchy.embeddings import resolve_embed_model
-
-    Settings.embed_model = resolve_embed_model(name)
 
 
 #: Cross-language runs: memories in the first language, questions in the second.
@@ -193,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--k", default="1,5,10", help="cut-offs, comma-separated (default: %(default)s)")
     parser.add_argument("--systems", default=",".join(ALL_SYSTEMS), help="comma-separated: %(default)s")
     parser.add_argument(
-        "--model", default=None, help="embedding of every system: a library embed_model name (e5, minilm...)"
+        "--model", default=None, help="embedding of every system: a library embed_model name (default: the library's)"
     )
     parser.add_argument(
         "--cross", action="store_true", help="mixed languages: ask each user's questions in the other language"
@@ -221,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.cross:
         data, langs = cross_language(data), list(CROSS)
     names = [s.strip() for s in args.systems.split(",") if s.strip()]
-    embedder = CachedEmbedder(use_cache=not args.no_cache, library_model=args.model)
+    embedder = CachedEmbedder(use_cache=not args.no_cache, library_model=args.model or "default")
     for lang, convs in data.items():
         n_questions = sum(len(sample_questions(c.qa, args.questions)) for c in convs)
         turns = sum(len(c.turns) for c in convs)

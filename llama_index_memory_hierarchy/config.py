@@ -101,8 +101,9 @@ class MemoryConfig(BaseModel):
     # --- embeddings ----------------------------------------------------------------------
     embed_model: str | None = Field(
         default=None,
-        description="'default' (bundled all-MiniLM-L6-v2), 'e5' (bundled multilingual-e5-small: Chinese and "
-        "English), 'minilm', 'hashing' (lightweight fallback), a local HuggingFace model path, or None to use "
+        description="'default' or 'e5' (bundled multilingual-e5-small: Chinese and English in one space), "
+        "'minilm' (bundled all-MiniLM-L6-v2, English, the default before), 'hashing' (lightweight fallback), "
+        "a local HuggingFace model path, or None to use "
         "Settings.embed_model when set, else the default. After a change, `lmh reindex` re-embeds the store.",
     )
     embed_batch_size: int = Field(default=64, ge=1, le=4096)

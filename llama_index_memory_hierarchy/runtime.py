@@ -4,13 +4,17 @@ Why: async database drivers (aiosqlite, asyncpg) bind connections to the loop th
 them, while callers arrive from many loops (agents, notebooks, pytest) and from plain
 threads. Running every store coroutine on one owned loop lets the same coroutine serve
 the sync API (``run``: block until done) and the async API (``arun``: await without
-blocking the caller's loop), with no copy of the logic.
+blocking the caller's loop), with no copy of the logic. :class:`RuntimeBound` is the one
+way the package's public objects (the memory, its tiers, manager, tools and knowledge
+bases) put their calls there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
+import inspect
 import os
 import threading
 from collections.abc import Callable, Coroutine
@@ -90,6 +94,44 @@ class Runtime:
             self._thread.join(timeout=5)
         if not self._loop.is_running():
             self._loop.close()
+
+
+class RuntimeBound:
+    """Mixin: every public coroutine method (``a*``) of a class runs on its :attr:`runtime` loop.
+
+    The methods are wrapped once, when the class (or a subclass) is made. A public call
+    awaited from another loop hops onto the runtime once; the public calls it makes there
+    run inline. Sync twins stay thin: ``return self.blocking(self.aname(...))``.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, value in list(vars(cls).items()):
+            if (
+                name.startswith("a")
+                and inspect.iscoroutinefunction(value)
+                and not getattr(value, "__isabstractmethod__", False)
+                and not getattr(value, "__on_runtime__", False)
+            ):
+                setattr(cls, name, _on_runtime(value))
+
+    @property
+    def runtime(self) -> Runtime:
+        """The runtime whose loop runs this object's coroutines."""
+        raise NotImplementedError
+
+    def blocking(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the runtime and wait for it (the sync twins; not from the runtime's thread)."""
+        return self.runtime.run(coro)
+
+
+def _on_runtime(method: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., Coroutine[Any, Any, T]]:
+    @functools.wraps(method)
+    async def hop(self: RuntimeBound, *args: Any, **kwargs: Any) -> T:
+        return await self.runtime.arun(method(self, *args, **kwargs))
+
+    hop.__on_runtime__ = True  # type: ignore[attr-defined]
+    return hop
 
 
 _shared: Runtime | None = None

@@ -11,14 +11,16 @@ not as an exception that ends the run.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from llama_index.core.tools.tool_spec.base import BaseToolSpec
 
 from llama_index_memory_hierarchy.errors import MemoryHierarchyError, MemoryValidationError
+from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
 from llama_index_memory_hierarchy.types import MemoryItem, validate_content, validate_memory_id
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -29,13 +31,26 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index_memory_hierarchy.tiers.base import MemoryTier
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
 #: Tiers an agent may write text to (perceptual memory takes media, not text).
 WRITABLE_TIERS = ("working", "episodic", "semantic")
 ALL_TIERS = ("working", "episodic", "semantic", "perceptual")
 _MAX_LIMIT = 50
 _SHOW_CHARS = 600
+
+
+def _as_result(method: Callable[..., Awaitable[str]]) -> Callable[..., Coroutine[Any, Any, str]]:
+    """Errors the agent can fix become an ``Error:`` result instead of ending the run."""
+
+    @functools.wraps(method)
+    async def call(*args: Any, **kwargs: Any) -> str:
+        try:
+            return await method(*args, **kwargs)
+        except MemoryHierarchyError as exc:
+            logger.info("memory tool refused: %s", exc)
+            return f"Error: {exc}"
+
+    return call
 
 
 def _short(text: str, limit: int = _SHOW_CHARS) -> str:
@@ -51,7 +66,7 @@ def _format_item(position: int, item: MemoryItem) -> str:
     )
 
 
-class MemoryToolSpec(BaseToolSpec):
+class MemoryToolSpec(RuntimeBound, BaseToolSpec):
     """Tools that let an agent manage its user's long-term memory in a :class:`HierarchicalMemory`."""
 
     spec_functions: ClassVar[list[Any]] = [
@@ -68,23 +83,9 @@ class MemoryToolSpec(BaseToolSpec):
 
     # ------------------------------------------------------------------ plumbing
     @property
-    def _runtime(self) -> Any:
-        return self.hierarchy.context.runtime
-
-    def _run(self, coro: Coroutine[Any, Any, str]) -> str:
-        return self._runtime.run(self._safe(coro))
-
-    async def _arun(self, coro: Coroutine[Any, Any, str]) -> str:
-        return await self._runtime.arun(self._safe(coro))
-
-    @staticmethod
-    async def _safe(coro: Coroutine[Any, Any, str]) -> str:
-        """Errors the agent can fix become an ``Error:`` result instead of ending the run."""
-        try:
-            return await coro
-        except MemoryHierarchyError as exc:
-            logger.info("memory tool refused: %s", exc)
-            return f"Error: {exc}"
+    def runtime(self) -> Runtime:
+        """The store runtime of the memory (the tools' coroutines run there)."""
+        return self.hierarchy.runtime
 
     def _tier(self, name: str | None, *, writable: bool = True) -> MemoryTier:
         name = (name or "semantic").strip().lower()
@@ -130,13 +131,11 @@ class MemoryToolSpec(BaseToolSpec):
 
         Example: remember(content="The user's daughter is called Mia.", tier="semantic", importance=0.8)
         """
-        return self._run(self._remember(content, tier, importance))
+        return self.blocking(self.aremember(content, tier, importance))
 
+    @_as_result
     async def aremember(self, content: str, tier: str = "semantic", importance: float = 0.5) -> str:
         """Async twin of :meth:`remember`."""
-        return await self._arun(self._remember(content, tier, importance))
-
-    async def _remember(self, content: str, tier: str, importance: float) -> str:
         target = self._tier(tier)
         memory_id = await target.aadd(
             validate_content(content), importance=importance, metadata={"source": "agent_tool"}
@@ -160,13 +159,11 @@ class MemoryToolSpec(BaseToolSpec):
 
         Example: recall(query="where does the user work", tier="all", limit=3)
         """
-        return self._run(self._recall(query, tier, limit))
+        return self.blocking(self.arecall(query, tier, limit))
 
+    @_as_result
     async def arecall(self, query: str, tier: str = "all", limit: int = 5) -> str:
         """Async twin of :meth:`recall`."""
-        return await self._arun(self._recall(query, tier, limit))
-
-    async def _recall(self, query: str, tier: str, limit: int) -> str:
         query = validate_content(query, "query")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= _MAX_LIMIT:
             raise MemoryValidationError("limit", f"must be an integer in [1, {_MAX_LIMIT}], got {limit!r}")
@@ -195,13 +192,11 @@ class MemoryToolSpec(BaseToolSpec):
 
         Example: update_memory(memory_id="3f1c2a9e-8d3b-4c5e-9f6a-1b2c3d4e5f60", content="The user lives in Berlin.")
         """
-        return self._run(self._update(memory_id, content, importance))
+        return self.blocking(self.aupdate_memory(memory_id, content, importance))
 
+    @_as_result
     async def aupdate_memory(self, memory_id: str, content: str | None = None, importance: float | None = None) -> str:
         """Async twin of :meth:`update_memory`."""
-        return await self._arun(self._update(memory_id, content, importance))
-
-    async def _update(self, memory_id: str, content: str | None, importance: float | None) -> str:
         memory_id = validate_memory_id(memory_id)
         if content is None and importance is None:
             raise MemoryValidationError("content", "give the new content, the new importance, or both")
@@ -228,13 +223,11 @@ class MemoryToolSpec(BaseToolSpec):
 
         Example: forget(memory_id="3f1c2a9e-8d3b-4c5e-9f6a-1b2c3d4e5f60")
         """
-        return self._run(self._forget(memory_id))
+        return self.blocking(self.aforget(memory_id))
 
+    @_as_result
     async def aforget(self, memory_id: str) -> str:
         """Async twin of :meth:`forget`."""
-        return await self._arun(self._forget(memory_id))
-
-    async def _forget(self, memory_id: str) -> str:
         memory_id = validate_memory_id(memory_id)
         found = await self._find(memory_id)
         report = await self.hierarchy.manager.aforget_memories([memory_id])  # every tier, and what derives from it
@@ -254,13 +247,11 @@ class MemoryToolSpec(BaseToolSpec):
 
         Example: memory_summary(max_items=5)
         """
-        return self._run(self._summary(max_items))
+        return self.blocking(self.amemory_summary(max_items))
 
+    @_as_result
     async def amemory_summary(self, max_items: int = 5) -> str:
         """Async twin of :meth:`memory_summary`."""
-        return await self._arun(self._summary(max_items))
-
-    async def _summary(self, max_items: int) -> str:
         if isinstance(max_items, bool) or not isinstance(max_items, int) or not 1 <= max_items <= 20:
             raise MemoryValidationError("max_items", f"must be an integer in [1, 20], got {max_items!r}")
         sections = [f"Memory of user {self.hierarchy.user_id} (session {self.hierarchy.session_id}):"]
@@ -297,13 +288,11 @@ class MemoryToolSpec(BaseToolSpec):
 
         Example: memory_stats()
         """
-        return self._run(self._stats())
+        return self.blocking(self.amemory_stats())
 
+    @_as_result
     async def amemory_stats(self) -> str:
         """Async twin of :meth:`memory_stats`."""
-        return await self._arun(self._stats())
-
-    async def _stats(self) -> str:
         stats: dict[str, Any] = {"user_id": self.hierarchy.user_id, "session_id": self.hierarchy.session_id}
         for tier in self._tiers():
             stats[tier.memory_type.value] = await tier.aget_stats()

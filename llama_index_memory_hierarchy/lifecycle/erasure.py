@@ -131,7 +131,7 @@ async def aresume_erasures(context: StoreContext) -> list[str]:
         finished.append(user_digest(user_id))
     if COMPACTION_PENDING in pending and not finished:
         logger.warning("finishing the compaction of an interrupted erasure")
-        await _acompact(context, (await _aopen_spaces(context, None)).values(), context.graph)
+        await _acompact(context, (await _aopen_spaces(context, None)).values(), [context.graph])
         await store.aend_erasure(COMPACTION_PENDING)
     return finished
 
@@ -173,7 +173,7 @@ async def _aerase(context: StoreContext, user_id: str, compact: bool) -> Erasure
         await index.delete_user(user_id)
 
     # 3. the graph store (nodes carry user_id; deleting them takes their relations)
-    graph = await _aerase_graph(context, user_id, report)
+    graphs = await _aerase_graph(context, user_id, report)
 
     # 4. stored files
     files = FileStore(context.persist_dir)
@@ -185,7 +185,7 @@ async def _aerase(context: StoreContext, user_id: str, compact: bool) -> Erasure
     # nothing of the user is left but bytes: the record naming them gives way to one naming nobody
     await store.aend_erasure(user_id, then=COMPACTION_PENDING if compact else None)
     if compact:
-        await _acompact(context, indexes.values(), graph)
+        await _acompact(context, indexes.values(), graphs)
         await store.aend_erasure(COMPACTION_PENDING)
         report.compacted = True
     logger.info(
@@ -206,18 +206,25 @@ async def _areset_live(context: StoreContext, user_id: str, report: ErasureRepor
         report.live_memories += 1
 
 
-async def _aerase_graph(context: StoreContext, user_id: str, report: ErasureReport) -> Any:
+async def _aerase_graph(context: StoreContext, user_id: str, report: ErasureReport) -> list[Any]:
+    """Clear the user from the graph store and from those the user's open memories were given; the graphs."""
     graph = context.graph
     counter = getattr(graph.store, "count", None)
     if counter is not None:
         report.graph = await asyncio.to_thread(counter, user_id)
     else:
         report.graph = {"nodes": len(await graph.anodes(user_id))}
-    await graph.aclear_user(user_id)
-    return graph
+    graphs = {id(graph.store): graph}
+    # a memory opened with its own graph store (``graph_store=``) mirrors the user's facts there
+    for memory in live_memories(context, user_id):
+        own = memory.deps.tiers.semantic.graph
+        graphs.setdefault(id(own.store), own)
+    for each in graphs.values():
+        await each.aclear_user(user_id)
+    return list(graphs.values())
 
 
-async def _acompact(context: StoreContext, indexes: Any, graph: Any) -> None:
+async def _acompact(context: StoreContext, indexes: Any, graphs: list[Any]) -> None:
     """Leave no deleted byte in vector folders, SQLite files (free pages, FTS5 segments, WAL) or PostgreSQL heaps."""
     for index in list(indexes):
         await context.arewrite_index(index)
@@ -236,17 +243,18 @@ async def _acompact(context: StoreContext, indexes: Any, graph: Any) -> None:
             await driver.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     elif dialect == "postgresql":
         await _avacuum_postgres(records)
-    store = getattr(graph, "store", None)
-    client = getattr(store, "client", None)
-    if client is not None:
-        lock = getattr(store, "_lock", None) or contextlib.nullcontext()
+    for graph in graphs:
+        store = getattr(graph, "store", None)
+        client = getattr(store, "client", None)
+        if client is not None:
+            lock = getattr(store, "_lock", None) or contextlib.nullcontext()
 
-        def vacuum() -> None:
-            with lock:
-                client.execute("VACUUM")
-                client.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            def vacuum(client: Any = client, lock: Any = lock) -> None:
+                with lock:
+                    client.execute("VACUUM")
+                    client.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
-        await asyncio.to_thread(vacuum)
+            await asyncio.to_thread(vacuum)
 
 
 async def _avacuum_postgres(records: Any) -> None:

@@ -22,7 +22,7 @@ import logging
 import os
 from collections.abc import Coroutine, Sequence
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
@@ -50,6 +50,7 @@ from llama_index_memory_hierarchy.lifecycle.routing import HeuristicRouter, Rout
 from llama_index_memory_hierarchy.lifecycle.sessions import register, unregister
 from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
 from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
+from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
 from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.types import (
     MemoryItem,
@@ -61,10 +62,9 @@ from llama_index_memory_hierarchy.types import (
 )
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
-class MemoryManager:
+class MemoryManager(RuntimeBound):
     """Routing, retrieval and the lifecycle of one user's memory (see the module docstring).
 
     Registered as a live memory (:mod:`.sessions`) from construction until :meth:`close`, so that
@@ -113,11 +113,10 @@ class MemoryManager:
     def store(self) -> LifecycleStore:
         return self.deps.store
 
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self.context.runtime.run(coro)
-
-    async def _arun(self, coro: Coroutine[Any, Any, T]) -> T:
-        return await self.context.runtime.arun(coro)
+    @property
+    def runtime(self) -> Runtime:
+        """The store runtime the manager's coroutines run on."""
+        return self.context.runtime
 
     def llm(self) -> Any:
         """The LLM for routing and importance: the one given, else ``Settings.llm``, else None."""
@@ -134,11 +133,11 @@ class MemoryManager:
     # ------------------------------------------------------------------ routing and importance
     async def aclassify(self, content: Any) -> RoutingDecision:
         """Which tier ``content`` belongs in (LLM when configured and ``llm_routing``, else heuristics)."""
-        return await self._arun(self._aclassify(content))
+        return await self._aclassify(content)
 
     def classify(self, content: Any) -> RoutingDecision:
         """Sync twin of :meth:`aclassify`."""
-        return self._run(self._aclassify(content))
+        return self.blocking(self.aclassify(content))
 
     async def _aclassify(self, content: Any) -> RoutingDecision:
         llm = self.llm() if self.settings.llm_routing else None
@@ -146,11 +145,11 @@ class MemoryManager:
 
     async def aestimate_importance(self, text: str) -> float:
         """Importance of ``text`` in [0, 1]: the LLM's 1-10 rating when configured, else the offline estimate."""
-        return (await self._arun(self._aestimate(validate_content(text, "text"))))[0]
+        return (await self._aestimate(validate_content(text, "text")))[0]
 
     def estimate_importance(self, text: str) -> float:
         """Sync twin of :meth:`aestimate_importance`."""
-        return self._run(self._aestimate(validate_content(text, "text")))[0]
+        return self.blocking(self.aestimate_importance(text))
 
     async def _aestimate(self, text: str) -> tuple[float, str]:
         llm = self.llm() if self.settings.llm_importance else None
@@ -181,17 +180,15 @@ class MemoryManager:
         ``content`` is text, or (perceptual) bytes, a path, a file object or an image.
         ``importance`` defaults to the estimate (LLM rating when configured, else offline).
         """
-        return await self._arun(
-            self._aadd_memory(
-                content, memory_type, importance, metadata, timestamp, session_id, pinned, dedupe, caption, modality
-            )
+        return await self._aadd_memory(
+            content, memory_type, importance, metadata, timestamp, session_id, pinned, dedupe, caption, modality
         )
 
     def add_memory(
         self, content: Any, memory_type: MemoryType | str | None = None, importance: float | None = None, **kwargs: Any
     ) -> str:
         """Sync twin of :meth:`aadd_memory`."""
-        return self._run(self.aadd_memory(content, memory_type, importance, **kwargs))
+        return self.blocking(self.aadd_memory(content, memory_type, importance, **kwargs))
 
     async def _aadd_memory(
         self,
@@ -293,7 +290,7 @@ class MemoryManager:
         **kwargs: Any,
     ) -> list[MemoryItem]:
         """Sync twin of :meth:`aretrieve_memories`."""
-        return self._run(self.aretrieve_memories(query, memory_types, limit, min_importance, time_range, **kwargs))
+        return self.blocking(self.aretrieve_memories(query, memory_types, limit, min_importance, time_range, **kwargs))
 
     # ------------------------------------------------------------------ consolidation and reflection
     async def aconsolidate(
@@ -310,21 +307,21 @@ class MemoryManager:
             validate_identifier(session_id, "session_id")
         coro = self.consolidator.arun(session_id=session_id, promote=promote, distill=distill, reflect=reflect)
         if background:
-            await self._arun(self._aspawn(coro))
+            await self._aspawn(coro)
             return None
-        return await self._arun(coro)
+        return await coro
 
     def consolidate(self, session_id: str | None = None, **kwargs: Any) -> ConsolidationReport | None:
         """Sync twin of :meth:`aconsolidate`."""
-        return self._run(self.aconsolidate(session_id, **kwargs))
+        return self.blocking(self.aconsolidate(session_id, **kwargs))
 
     async def areflect(self, *, force: bool = False) -> ReflectionReport:
         """Reflect when the importance of new events reaches the threshold (or ``force``)."""
-        return await self._arun(self.reflector.arun(force=force))
+        return await self.reflector.arun(force=force)
 
     def reflect(self, *, force: bool = False) -> ReflectionReport:
         """Sync twin of :meth:`areflect`."""
-        return self._run(self.reflector.arun(force=force))
+        return self.blocking(self.areflect(force=force))
 
     async def aend_session(self, *, background: bool = False, clear_working: bool = True) -> ConsolidationReport | None:
         """The session is over: consolidate it (then reflect if due) and clear its working memory."""
@@ -337,13 +334,13 @@ class MemoryManager:
             return report
 
         if background:
-            await self._arun(self._aspawn(finish()))
+            await self._aspawn(finish())
             return None
-        return await self._arun(finish())
+        return await finish()
 
     def end_session(self, **kwargs: Any) -> ConsolidationReport | None:
         """Sync twin of :meth:`aend_session`."""
-        return self._run(self.aend_session(**kwargs))
+        return self.blocking(self.aend_session(**kwargs))
 
     async def _aspawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Start ``coro`` on the runtime as a background task (awaited when the stores close)."""
@@ -354,16 +351,12 @@ class MemoryManager:
 
     async def await_background(self) -> None:
         """Wait for the background consolidations started by this manager (tests, shutdown)."""
-
-        async def wait() -> None:
-            while self._tasks:
-                await asyncio.gather(*list(self._tasks), return_exceptions=True)
-
-        await self._arun(wait())
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def wait_background(self) -> None:
         """Sync twin of :meth:`await_background`."""
-        self._run(self.await_background())
+        self.blocking(self.await_background())
 
     @property
     def background_running(self) -> bool:
@@ -383,19 +376,19 @@ class MemoryManager:
     # ------------------------------------------------------------------ compression and profile
     async def asession_summary(self, session_id: str | None = None) -> str | None:
         """The running summary of a session (default: the current one), or None."""
-        return await self._arun(self.compressor.asummary(session_id))
+        return await self.compressor.asummary(session_id)
 
     def session_summary(self, session_id: str | None = None) -> str | None:
         """Sync twin of :meth:`asession_summary`."""
-        return self._run(self.compressor.asummary(session_id))
+        return self.blocking(self.asession_summary(session_id))
 
     async def aget_profile(self) -> UserProfile:
         """The user's profile (preferences and facts) derived from semantic memory."""
-        return await self._arun(self._aprofile())
+        return await self._aprofile()
 
     def get_profile(self) -> UserProfile:
         """Sync twin of :meth:`aget_profile`."""
-        return self._run(self._aprofile())
+        return self.blocking(self.aget_profile())
 
     async def _aprofile(self) -> UserProfile:
         count = await self.context.records.count(self.user_id, memory_type=MemoryType.SEMANTIC)
@@ -411,7 +404,7 @@ class MemoryManager:
         limit = self.settings.profile_token_limit if max_tokens is None else max_tokens
         if limit <= 0:
             return ""
-        return (await self._arun(self._aprofile())).text(limit)
+        return (await self._aprofile()).text(limit)
 
     def profile_block(self, max_tokens: int | None = None, *, priority: int = 0) -> ProfileMemoryBlock:
         """The profile as a LlamaIndex memory block for ``llama_index.core.memory.Memory``."""
@@ -433,8 +426,8 @@ class MemoryManager:
         **params: Any,
     ) -> ForgetReport:
         """Forget by ``strategy`` in the given tiers (all by default); ``dry_run`` only reports."""
-        return await self._arun(
-            self.forgetter.arun(strategy, list(memory_types) if memory_types else None, dry_run=dry_run, **params)
+        return await self.forgetter.arun(
+            strategy, list(memory_types) if memory_types else None, dry_run=dry_run, **params
         )
 
     def forget(
@@ -445,23 +438,23 @@ class MemoryManager:
         **params: Any,
     ) -> ForgetReport:
         """Sync twin of :meth:`aforget`."""
-        return self._run(self.aforget(strategy, memory_types, dry_run, **params))
+        return self.blocking(self.aforget(strategy, memory_types, dry_run, **params))
 
     async def apin(self, memory_id: str, pinned: bool = True) -> bool:
         """Pin a memory (in any tier) so that forgetting never removes it; False when absent."""
-        return await self._arun(self._apin(validate_memory_id(memory_id), pinned))
+        return await self._apin(validate_memory_id(memory_id), pinned)
 
     def pin(self, memory_id: str) -> bool:
         """Sync twin of :meth:`apin`."""
-        return self._run(self._apin(validate_memory_id(memory_id), True))
+        return self.blocking(self.apin(memory_id))
 
     async def aunpin(self, memory_id: str) -> bool:
         """Remove a pin; False when absent."""
-        return await self._arun(self._apin(validate_memory_id(memory_id), False))
+        return await self._apin(validate_memory_id(memory_id), False)
 
     def unpin(self, memory_id: str) -> bool:
         """Sync twin of :meth:`aunpin`."""
-        return self._run(self._apin(validate_memory_id(memory_id), False))
+        return self.blocking(self.aunpin(memory_id))
 
     async def _apin(self, memory_id: str, pinned: bool) -> bool:
         found = await self.deps.tiers.working.apin(memory_id, pinned)
@@ -477,7 +470,7 @@ class MemoryManager:
 
     def forget_memories(self, ids: Sequence[str]) -> DeletionReport:
         """Sync twin of :meth:`aforget_memories`."""
-        return self._run(self.aforget_memories(ids))
+        return self.blocking(self.aforget_memories(ids))
 
     async def aforget_user(self, user_id: str | None = None, *, compact: bool = True) -> ErasureReport:
         """Remove a user (default: this one) from every store; see :mod:`.erasure`."""
@@ -485,7 +478,7 @@ class MemoryManager:
 
     def forget_user(self, user_id: str | None = None, *, compact: bool = True) -> ErasureReport:
         """Sync twin of :meth:`aforget_user`."""
-        return self._run(self.aforget_user(user_id, compact=compact))
+        return self.blocking(self.aforget_user(user_id, compact=compact))
 
     async def aexport_user(
         self, user_id: str | None, path: str | os.PathLike[str], *, include_files: bool = True
@@ -495,7 +488,7 @@ class MemoryManager:
 
     def export_user(self, user_id: str | None, path: str | os.PathLike[str], **kwargs: Any) -> ExportReport:
         """Sync twin of :meth:`aexport_user`."""
-        return self._run(self.aexport_user(user_id, path, **kwargs))
+        return self.blocking(self.aexport_user(user_id, path, **kwargs))
 
     async def aimport_user(
         self,
@@ -509,7 +502,7 @@ class MemoryManager:
 
     def import_user(self, path: str | os.PathLike[str], **kwargs: Any) -> ImportReport:
         """Sync twin of :meth:`aimport_user`."""
-        return self._run(self.aimport_user(path, **kwargs))
+        return self.blocking(self.aimport_user(path, **kwargs))
 
     async def aexport_session(
         self,
@@ -518,7 +511,7 @@ class MemoryManager:
         format: Literal["markdown", "json"] = "markdown",
     ) -> str:
         """A readable transcript of a session (default: the current one); written to ``path`` if given."""
-        return await self._arun(aexport_session(self.deps, session_id or self.session_id, path, format=format))
+        return await aexport_session(self.deps, session_id or self.session_id, path, format=format)
 
     def export_session(
         self,
@@ -527,12 +520,12 @@ class MemoryManager:
         format: Literal["markdown", "json"] = "markdown",
     ) -> str:
         """Sync twin of :meth:`aexport_session`."""
-        return self._run(self.aexport_session(session_id, path, format))
+        return self.blocking(self.aexport_session(session_id, path, format))
 
     async def aevents(self, limit: int | None = None) -> list[dict[str, Any]]:
         """This user's lifecycle audit trail (consolidations, reflections, forgetting, exports), oldest first."""
-        return await self._arun(self.store.aevents(self.user_id, limit))
+        return await self.store.aevents(self.user_id, limit)
 
     def events(self, limit: int | None = None) -> list[dict[str, Any]]:
         """Sync twin of :meth:`aevents`."""
-        return self._run(self.store.aevents(self.user_id, limit))
+        return self.blocking(self.aevents(limit))

@@ -44,7 +44,8 @@ from llama_index_memory_hierarchy.perception.files import FileRef, FileStore
 from llama_index_memory_hierarchy.stores.base import Record
 from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.stores.schema import index_outbox, memories, user_scoped_tables
-from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory, areset_semantic_state
+from llama_index_memory_hierarchy.tiers.semantic import areset_semantic_state
+from llama_index_memory_hierarchy.tiers.tierset import TierSet
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType, validate_identifier
 
 logger = logging.getLogger(__name__)
@@ -452,7 +453,11 @@ async def _arefresh_semantic(context: StoreContext, user_id: str, records: list[
     if not any(r.item.memory_type is MemoryType.SEMANTIC for r in records):
         return
     await areset_semantic_state(context, user_id)
-    await SemanticMemory(user_id=user_id, session_id=None, context=context).arebuild_graph()
+    # the graph each open memory of the user was given (``graph_store=``), else the configured one
+    tier_sets = [m.deps.tiers for m in live_memories(context, user_id)] or [TierSet(context, user_id=user_id)]
+    graphs = {id(tiers.semantic.graph.store): tiers.semantic for tiers in tier_sets}
+    for semantic in graphs.values():
+        await semantic.arebuild_graph()
 
 
 async def _aimport_working(context: StoreContext, working: list[dict[str, Any]], user_id: str) -> int:

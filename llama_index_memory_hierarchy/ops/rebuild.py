@@ -49,7 +49,8 @@ from llama_index_memory_hierarchy.stores.record_sql.rows import embedding_bytes
 from llama_index_memory_hierarchy.stores.schema import memories
 from llama_index_memory_hierarchy.stores.vector import open_vector_index
 from llama_index_memory_hierarchy.stores.vector.edge import EdgeVectorIndex
-from llama_index_memory_hierarchy.tiers.episodic import speaker_of
+from llama_index_memory_hierarchy.tiers.stored import speaker_of
+from llama_index_memory_hierarchy.tiers.tierset import TierSet
 from llama_index_memory_hierarchy.types import MemoryType
 
 logger = logging.getLogger(__name__)
@@ -259,16 +260,11 @@ def _remove_embedded_graph(persist_dir: Path) -> bool:
 
 
 def _rebuild_graphs(config: MemoryConfig, users: list[str]) -> dict[str, int]:
-    try:
-        from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory
-    except ImportError:  # pragma: no cover - the semantic tier is optional in partial installs
-        return {}
     context = StoreContext.acquire(config)  # the model loads only if used; rebuilding the graph embeds nothing
     written: dict[str, int] = {}
     try:
         for user_id in users:
-            tier = SemanticMemory(user_id=user_id, session_id=None, context=context)
-            written[user_id] = tier.rebuild_graph()
+            written[user_id] = TierSet(context, user_id=user_id).semantic.rebuild_graph()
     finally:
         context.release()
     return written

@@ -19,11 +19,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Cosine at or above which two memories say the same thing (collapsed to one).
-NEAR_DUPLICATE_COSINE = 0.95
+from llama_index_memory_hierarchy.calibration import IDENTITY, SimilarityCalibration
+
+#: Calibrated similarity (:mod:`~llama_index_memory_hierarchy.calibration`) at or above which two
+#: memories say the same thing (collapsed to one).
+NEAR_DUPLICATE_SIMILARITY = 0.95
 #: Share of a memory's words that must be new for it to add something to a related memory.
 MIN_NOVELTY = 0.5
-#: Weight of redundancy (squared cosine to the closest chosen memory, times the best score) in the
+#: Weight of redundancy (squared calibrated similarity to the closest chosen memory, times the best score) in the
 #: maximal-marginal-relevance step; 0 turns diversity off.
 DIVERSITY = 0.15
 
@@ -39,6 +42,7 @@ class Choice:
     vector: np.ndarray | None = None
     related: frozenset[str] = frozenset()  # ids it derives from, or that derive from it
     content_free: bool = False
+    group: str = "en"  # calibration group of its text (``calibration.group_of``)
     tiebreak: tuple[float, ...] = ()  # larger first when scores are equal (importance, time, ...)
     penalty: float = 0.0
     covers: Choice | None = None  # the chosen memory whose slot it took (it says all that one did)
@@ -74,8 +78,17 @@ def _order(choice: Choice) -> tuple[bool, float, tuple[float, ...], str]:
     return (not choice.content_free, choice.score - choice.penalty, choice.tiebreak, choice.key)
 
 
-def select(choices: Iterable[Choice], limit: int, *, diversity: float = DIVERSITY) -> list[Choice]:
+def select(
+    choices: Iterable[Choice],
+    limit: int,
+    *,
+    diversity: float = DIVERSITY,
+    calibration: SimilarityCalibration = IDENTITY,
+) -> list[Choice]:
     """The best ``limit`` choices, deduplicated and diversified, best first (``penalty`` set on each).
+
+    Similarities between memories are read on ``calibration``'s scale, so near-duplicates and
+    redundancy mean the same for every embedding model and language.
 
     ``penalty`` is what redundancy with the choices before it cost a candidate; ``covers`` names the
     choice whose slot a more informative related one took (the list keeps that slot's rank). Deterministic:
@@ -87,8 +100,9 @@ def select(choices: Iterable[Choice], limit: int, *, diversity: float = DIVERSIT
     top = max((c.score for c in pool), default=0.0) or 1.0
     dims = {c.vector.shape for c in pool if c.vector is not None}
     dim = dims.pop() if len(dims) == 1 else None
-    # cosine to the closest chosen memory, per candidate, kept up to date as choices are made
+    # calibrated similarity to the closest chosen memory, per candidate, kept up to date as choices are made
     vectors = np.stack([c.vector if c.vector is not None and dim else np.zeros(dim or 1) for c in pool])
+    groups = np.array([c.group for c in pool])
     closest = np.zeros(len(pool))
     alive = list(range(len(pool)))
     chosen: list[Choice] = []
@@ -97,7 +111,11 @@ def select(choices: Iterable[Choice], limit: int, *, diversity: float = DIVERSIT
         candidate = pool[index]
         chosen.append(candidate)
         if dim is not None and candidate.vector is not None:
-            np.maximum(closest, vectors @ candidate.vector, out=closest)
+            similarity = vectors @ candidate.vector
+            for group in set(groups.tolist()):
+                rows = groups == group
+                similarity[rows] = calibration.calibrate(similarity[rows], group, candidate.group)
+            np.maximum(closest, similarity, out=closest)
 
     while alive and len(chosen) < limit:
         if chosen and diversity:
@@ -120,7 +138,7 @@ def select(choices: Iterable[Choice], limit: int, *, diversity: float = DIVERSIT
         ]
         if related and not covered and all(novelty(candidate.words, r.words) < MIN_NOVELTY for r in related):
             continue  # says nothing that its derived memory or source does not
-        if not covered and closest[best] >= NEAR_DUPLICATE_COSINE and candidate.vector is not None:
+        if not covered and closest[best] >= NEAR_DUPLICATE_SIMILARITY and candidate.vector is not None:
             continue
         if not covered and candidate.identity and any(candidate.identity == c.identity for c in chosen):
             continue

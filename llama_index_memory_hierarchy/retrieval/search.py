@@ -10,7 +10,9 @@
    perceptions (CLIP) when configured, and working memory (in-process);
 2. scores every candidate with the same signals on the same scale, whatever its tier:
    ``relevance = (keyword + dense) * (1 + entity + time + graph)``, where dense is the cosine of
-   the candidate's stored vector, keyword its BM25 over the best keyword hit, entity/time the
+   the candidate's stored vector on the model's calibrated scale (``calibration.py``: 0 for
+   unrelated texts whatever the model and languages), keyword its BM25 over the best keyword hit
+   (half of it earned by the query's terms in the memory's own text, :data:`CONTEXT_SHARE`), entity/time the
    priors the question carries (``ranking.pipeline``), graph ``1/hop`` for a fact the graph
    reaches; then ``score = tier_evidence * (w_rel * relevance / best + w_rec * recency +
    w_imp * importance) / (w_rel + w_rec + w_imp)``, tier evidence being a fact's confidence
@@ -36,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from llama_index_memory_hierarchy.calibration import SimilarityCalibration, acalibration, group_of
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.language import query_stopwords
@@ -58,6 +61,7 @@ from llama_index_memory_hierarchy.ranking.selection import (
     normalised_text,
     select,
 )
+from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
 from llama_index_memory_hierarchy.text import index_terms, keyword_tokens
 from llama_index_memory_hierarchy.types import (
@@ -92,6 +96,11 @@ SIGNALS = (
 )
 #: Share of its score a content-free candidate keeps.
 CONTENT_FREE_FACTOR = 0.5
+#: Share of a keyword hit's score that words of its neighbours alone can earn it. A turn's keyword
+#: text holds the turns before it (``ranking.pipeline.keyword_document``), so the turn after an
+#: answer matches it too; the rest of the score goes by the share of the query's terms in the
+#: memory's own text. Context and own text weigh alike: neither is known to be the better evidence.
+CONTEXT_SHARE = 0.5
 #: A superseded fact (shown only with ``include_history``) weighs this much of a current one.
 HISTORY_FACTOR = 0.5
 
@@ -125,12 +134,18 @@ def memory_types_of(memory_types: Sequence[MemoryType | str] | MemoryType | str 
 
 
 @functools.lru_cache(maxsize=8192)
-def _text_profile(content: str) -> tuple[frozenset[str], frozenset[str], str, bool]:
+def _text_profile(content: str) -> tuple[frozenset[str], frozenset[str], str, bool, str]:
     """What ranking reads from a memory's text, once per distinct text: its content words, their stems,
-    its identity (normalised text) and whether it mentions a time."""
+    its identity (normalised text), whether it mentions a time and its similarity calibration group."""
     words = information_words(keyword_tokens(content), query_stopwords())
     stems = frozenset(light_stem(word) for word in words)
-    return words, stems, normalised_text(content), has_time_expression(content)
+    return words, stems, normalised_text(content), has_time_expression(content), group_of(content)
+
+
+@functools.lru_cache(maxsize=8192)
+def _own_terms(content: str) -> frozenset[str]:
+    """The keyword index's terms of a memory's own text (without the neighbours its keyword text holds)."""
+    return frozenset(index_terms(content))
 
 
 def _speaker(item: MemoryItem) -> str | None:
@@ -138,12 +153,17 @@ def _speaker(item: MemoryItem) -> str | None:
     return speaker if isinstance(speaker, str) else None
 
 
-class CrossTierSearch:
+class CrossTierSearch(RuntimeBound):
     """The search of one :class:`HierarchicalMemory` (its user), over any subset of its tiers."""
 
     def __init__(self, memory: HierarchicalMemory) -> None:
         self.memory = memory
         self._pending: asyncio.Future[Any] | None = None
+
+    @property
+    def runtime(self) -> Runtime:
+        """The store runtime the search runs on."""
+        return self.memory.context.runtime
 
     def search(
         self,
@@ -154,7 +174,7 @@ class CrossTierSearch:
         **filters: Any,
     ) -> list[MemoryItem]:
         """Sync twin of :meth:`asearch`."""
-        return self.memory.context.runtime.run(self._asearch(query, limit, memory_types=memory_types, **filters))
+        return self.blocking(self.asearch(query, limit, memory_types=memory_types, **filters))
 
     async def asearch(
         self,
@@ -169,7 +189,7 @@ class CrossTierSearch:
         ``filters`` are :class:`~llama_index_memory_hierarchy.types.MemoryFilter` keys plus
         ``include_history`` (superseded facts too). Each item has ``score`` and ``explanation`` set.
         """
-        return await self.memory.context.runtime.arun(self._asearch(query, limit, memory_types=memory_types, **filters))
+        return await self._asearch(query, limit, memory_types=memory_types, **filters)
 
     # ------------------------------------------------------------------ the search
     async def _asearch(
@@ -190,9 +210,10 @@ class CrossTierSearch:
             await asyncio.gather(pending, return_exceptions=True)
         context = self.memory.context
         candidates = await self._acandidates(query, types, flt, limit, include_history)
+        calibration = await acalibration(context.embeddings)
         if not candidates:
             return []
-        ranked = self._score(query, list(candidates.values()), limit)
+        ranked = self._score(query, list(candidates.values()), limit, calibration)
         durable = [item.id for item in ranked if item.memory_type is not MemoryType.WORKING]
         if durable:
             self._pending = asyncio.ensure_future(context.records.touch(self.memory.user_id, durable))
@@ -267,18 +288,20 @@ class CrossTierSearch:
         cosine = dict(dense)
         for memory_id, cand in found.items():
             if memory_id in cosine:
-                cand.dense = max(cosine[memory_id], 0.0)
+                cand.dense = cosine[memory_id]
             elif cand.vector is not None and cand.vector.shape == vector.shape:
-                cand.dense = max(float(np.dot(vector, cand.vector)), 0.0)
+                cand.dense = float(np.dot(vector, cand.vector))
         hits = {i: s for i, s in keyword if i in found}
         top = max(hits.values(), default=0.0)
         terms = set(index_terms(" ".join(keyword_terms(query))))
         for memory_id, cand in found.items():
+            own = len(terms & _own_terms(cand.item.content)) / len(terms) if terms else 1.0
             if memory_id in hits:
-                cand.keyword = max(hits[memory_id], 0.0) / top if top > 0 else 0.0
+                share = CONTEXT_SHARE + (1.0 - CONTEXT_SHARE) * own  # see CONTEXT_SHARE
+                cand.keyword = max(hits[memory_id], 0.0) / top * share if top > 0 else 0.0
             elif cand.item.memory_type is MemoryType.WORKING and terms:
                 # not in the keyword index: the share of the query's terms it contains, on the same [0, 1] scale
-                cand.keyword = len(terms & set(index_terms(cand.item.content))) / len(terms)
+                cand.keyword = own
             cand.graph = 1.0 / hops[memory_id] if memory_id in hops else 0.0
             cand.cross_modal = cross.get(memory_id, 0.0)
         return found
@@ -309,7 +332,9 @@ class CrossTierSearch:
         return best
 
     # ------------------------------------------------------------------ scoring
-    def _score(self, query: str, candidates: list[_Candidate], limit: int) -> list[MemoryItem]:
+    def _score(
+        self, query: str, candidates: list[_Candidate], limit: int, calibration: SimilarityCalibration
+    ) -> list[MemoryItem]:
         config = self.memory.config
         weights = DEFAULT_RECIPE.rerank
         graph_weight = weights.entity * self._graph_weight()
@@ -322,8 +347,13 @@ class CrossTierSearch:
         if is_content_free(query_words, matched_query=False):
             query_words = frozenset()  # "好的", "ok": sharing a word with such a query says nothing
         w_kw, w_dense = DEFAULT_RECIPE.keyword_weight, DEFAULT_RECIPE.dense_weight
+        asked = group_of(query)
         for cand in candidates:
             item = cand.item
+            # the cosine on the model's calibrated scale: unrelated texts at 0 whatever the model and languages
+            cand.dense = max(
+                calibration.calibrate(cand.dense, asked, _text_profile(item.content)[4], role="query"), 0.0
+            )
             base = w_kw * cand.keyword + w_dense * (cand.dense + cand.cross_modal)
             entity = weights.entity * entity_boost(_speaker(item), item.content, named) if named else 0.0
             when = weights.time * time_score(item.timestamp, hints) if hints else 0.0
@@ -356,7 +386,7 @@ class CrossTierSearch:
         by_key: dict[str, _Candidate] = {}
         for cand in candidates[: max(4 * limit, 20)]:
             item, parts = cand.item, cand.parts
-            words, stems, identity, _ = _text_profile(item.content)
+            words, stems, identity, _, group = _text_profile(item.content)
             free = is_content_free(words, bool(words & query_words))  # its own words: keyword text has neighbours
             if free:
                 parts["content_free"] = -(1.0 - CONTENT_FREE_FACTOR) * sum(parts.values())
@@ -371,13 +401,14 @@ class CrossTierSearch:
                     vector=cand.vector,
                     related=related,
                     content_free=free,
+                    group=group,
                     tiebreak=(item.importance, item.timestamp.timestamp(), float(item.access_count)),
                 )
             )
             by_key[item.id] = cand
         ranked: list[MemoryItem] = []
         floor = float("inf")
-        for choice in select(choices, limit):
+        for choice in select(choices, limit, calibration=calibration):
             parts = dict(by_key[choice.key].parts)
             parts["duplicate_penalty"] = -choice.penalty
             score = sum(parts.values())
@@ -393,7 +424,7 @@ class CrossTierSearch:
         return ranked
 
     def _graph_weight(self) -> float:
-        semantic = self.memory._extra_tiers.get("semantic")
+        semantic = self.memory.tier_set.built(MemoryType.SEMANTIC)
         settings = getattr(semantic, "settings", None)
         return float(getattr(settings, "graph_weight", 1.0))
 

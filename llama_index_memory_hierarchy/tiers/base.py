@@ -1,20 +1,19 @@
 """``MemoryTier``: the one interface every tier implements.
 
-The async methods are the implementation; the sync twins are generated here once, by
-running the coroutine on the package runtime, so no tier repeats logic between them.
+The async methods are the implementation, run on the package runtime (:class:`RuntimeBound`);
+the sync twins here only wait for them, so no tier repeats logic between them.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from itertools import islice
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
 from llama_index_memory_hierarchy.types import (
     MAX_BATCH_ITEMS,
     MemoryItem,
@@ -27,51 +26,31 @@ from llama_index_memory_hierarchy.types import (
 )
 
 if TYPE_CHECKING:
-    from llama_index_memory_hierarchy.retrieval.retriever import TierRetriever
-    from llama_index_memory_hierarchy.runtime import Runtime
-
-T = TypeVar("T")
+    from llama_index_memory_hierarchy.tiers.retriever import TierRetriever
 
 #: Forgetting strategies every tier accepts (a tier may raise for one it cannot apply).
 FORGET_STRATEGIES = ("importance_based", "time_based", "capacity_based", "decay")
 
 
-def on_runtime(method: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., Coroutine[Any, Any, T]]:
-    """Make a tier's coroutine method run on the store runtime, whichever loop awaits it."""
-
-    @functools.wraps(method)
-    async def hop(self: MemoryTier, *args: Any, **kwargs: Any) -> T:
-        return await self._runtime.arun(method(self, *args, **kwargs))
-
-    hop.__on_runtime__ = True  # type: ignore[attr-defined]
-    return hop
-
-
-class MemoryTier(ABC):
+class MemoryTier(RuntimeBound, ABC):
     """A tier of the hierarchy, scoped to one user (and a current session).
 
-    Every public coroutine method (``a*``) of a tier and its subclasses is wrapped by
-    :func:`on_runtime`: stores bind connections to the runtime loop, and callers may
+    Its public coroutine methods (``a*``, its subclasses' too) run on the store runtime
+    (:class:`RuntimeBound`): stores bind connections to the runtime loop, and callers may
     await from any loop (an agent's, a notebook's) without knowing.
     """
 
     memory_type: ClassVar[MemoryType]
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        for name, value in list(vars(cls).items()):
-            if (
-                name.startswith("a")
-                and inspect.iscoroutinefunction(value)
-                and not getattr(value, "__isabstractmethod__", False)
-                and not getattr(value, "__on_runtime__", False)
-            ):
-                setattr(cls, name, on_runtime(value))
-
     def __init__(self, *, user_id: str, session_id: str | None, runtime: Runtime) -> None:
         self.user_id = validate_identifier(user_id, "user_id")
         self.session_id = None if session_id is None else validate_identifier(session_id, "session_id")
         self._runtime = runtime
+
+    @property
+    def runtime(self) -> Runtime:
+        """The store runtime this tier's coroutines run on."""
+        return self._runtime
 
     # ----------------------------------------------------------------- async core
     @abstractmethod
@@ -134,24 +113,21 @@ class MemoryTier(ABC):
         """Forget memories by ``strategy`` (never pinned ones); return how many (would) go."""
 
     # ----------------------------------------------------------------- sync twins
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._runtime.run(coro)
-
     def add(self, item_or_text: MemoryItem | str, **kwargs: Any) -> str:
         """Sync twin of :meth:`aadd`."""
-        return self._run(self.aadd(item_or_text, **kwargs))
+        return self.blocking(self.aadd(item_or_text, **kwargs))
 
     def add_many(self, items: Sequence[MemoryItem | str], *, dedupe: bool = False) -> list[str]:
         """Sync twin of :meth:`aadd_many`."""
-        return self._run(self.aadd_many(items, dedupe=dedupe))
+        return self.blocking(self.aadd_many(items, dedupe=dedupe))
 
     def retrieve(self, query: str, limit: int = 5, **filters: Any) -> list[MemoryItem]:
         """Sync twin of :meth:`aretrieve`."""
-        return self._run(self.aretrieve(query, limit, **filters))
+        return self.blocking(self.aretrieve(query, limit, **filters))
 
     def get(self, memory_id: str) -> MemoryItem | None:
         """Sync twin of :meth:`aget`."""
-        return self._run(self.aget(memory_id))
+        return self.blocking(self.aget(memory_id))
 
     def update(
         self,
@@ -161,35 +137,35 @@ class MemoryTier(ABC):
         metadata: dict[str, Any] | None = None,
     ) -> bool:
         """Sync twin of :meth:`aupdate`."""
-        return self._run(self.aupdate(memory_id, content=content, importance=importance, metadata=metadata))
+        return self.blocking(self.aupdate(memory_id, content=content, importance=importance, metadata=metadata))
 
     def remove(self, memory_id: str) -> bool:
         """Sync twin of :meth:`aremove`."""
-        return self._run(self.aremove(memory_id))
+        return self.blocking(self.aremove(memory_id))
 
     def has_memory(self, memory_id: str) -> bool:
         """Sync twin of :meth:`ahas_memory`."""
-        return self._run(self.ahas_memory(memory_id))
+        return self.blocking(self.ahas_memory(memory_id))
 
     def pin(self, memory_id: str, pinned: bool = True) -> bool:
         """Sync twin of :meth:`apin`."""
-        return self._run(self.apin(memory_id, pinned))
+        return self.blocking(self.apin(memory_id, pinned))
 
     def clear(self) -> int:
         """Sync twin of :meth:`aclear`."""
-        return self._run(self.aclear())
+        return self.blocking(self.aclear())
 
     def get_stats(self) -> dict[str, Any]:
         """Sync twin of :meth:`aget_stats`."""
-        return self._run(self.aget_stats())
+        return self.blocking(self.aget_stats())
 
     def forget(self, strategy: str = "importance_based", *, dry_run: bool = False, **kwargs: Any) -> int:
         """Sync twin of :meth:`aforget`."""
-        return self._run(self.aforget(strategy, dry_run=dry_run, **kwargs))
+        return self.blocking(self.aforget(strategy, dry_run=dry_run, **kwargs))
 
     def as_retriever(self, similarity_top_k: int = 5, **filters: Any) -> TierRetriever:
         """This tier as a LlamaIndex ``BaseRetriever`` returning ``NodeWithScore``."""
-        from llama_index_memory_hierarchy.retrieval.retriever import TierRetriever
+        from llama_index_memory_hierarchy.tiers.retriever import TierRetriever  # llama_index.core: on first use
 
         return TierRetriever(tier=self, similarity_top_k=similarity_top_k, filters=filters)
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from llama_index_memory_hierarchy.calibration import IDENTITY, acalibration, group_of
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.ranking.fusion import score_items
@@ -241,8 +242,11 @@ class WorkingMemory(MemoryTier):
         flt = MemoryFilter.from_kwargs(**filters)
         terms = frozenset(keyword_tokens(query))
         query_vector = None
+        calibration = IDENTITY
         if self._embeddings is not None and query.strip():
             query_vector = await self._embeddings.aembed_query(query)
+            calibration = await acalibration(self._embeddings)  # dense on the model's calibrated scale
+        asked = group_of(query)
         with self._lock:
             self._purge_expired()
             slots = [s for s in self._slots.values() if matches(s.item, flt)]
@@ -252,7 +256,9 @@ class WorkingMemory(MemoryTier):
                     len(terms & slot.terms) / math.sqrt(len(terms) * len(slot.terms)) if terms and slot.terms else 0.0
                 )
                 dense = (
-                    float(np.dot(query_vector, slot.vector))
+                    calibration.calibrate(
+                        float(np.dot(query_vector, slot.vector)), asked, group_of(slot.item.content), role="query"
+                    )
                     if query_vector is not None and slot.vector is not None
                     else 0.0
                 )

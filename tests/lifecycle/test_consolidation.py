@@ -23,7 +23,7 @@ def assistant(text: str) -> ChatMessage:
 
 def query(tier, **filters) -> list:
     """Every memory of a tier (sync, for assertions)."""
-    return tier._runtime.run(tier.aquery(**filters))
+    return tier.runtime.run(tier.aquery(**filters))
 
 
 def facts_of(memory) -> list:

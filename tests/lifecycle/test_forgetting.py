@@ -11,7 +11,7 @@ from llama_index_memory_hierarchy.types import MemoryType, utcnow
 
 
 def query(tier) -> list:
-    return tier._runtime.run(tier.aquery())
+    return tier.runtime.run(tier.aquery())
 
 
 @pytest.fixture

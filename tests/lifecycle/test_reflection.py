@@ -24,7 +24,7 @@ def stock(memory) -> list[str]:
 
 
 def insights_of(memory) -> list:
-    items = memory.semantic._runtime.run(memory.semantic.aquery())
+    items = memory.semantic.runtime.run(memory.semantic.aquery())
     return [i for i in items if i.metadata.get("origin") == "reflection"]
 
 

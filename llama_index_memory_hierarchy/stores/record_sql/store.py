@@ -292,7 +292,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
                     .values(access_count=memories.c.access_count + 1, last_accessed=now)
                 )
 
-        await self.run_transaction(work, write=True, op="touch")
+        await self.run_transaction(work, write=True, op="touch", one_statement=len(wanted) <= CHUNK)
 
     async def delete_user(self, user_id: str, *, tombstones: bool = True) -> dict[str, int]:
         """Delete every row of ``user_id`` in every registered table with a ``user_id`` column.
@@ -352,7 +352,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
                     found[row["id"]] = row_to_record(row, with_embeddings)
             return [found[i] for i in wanted if i in found]
 
-        return await self.run_transaction(work, write=False, op="get")
+        return await self.run_transaction(work, write=False, op="get", one_statement=len(wanted) <= CHUNK)
 
     async def query(
         self,
@@ -394,7 +394,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
             result = await conn.execute(statement)
             return [row_to_record(row, with_embeddings) for row in result.mappings()]
 
-        return await self.run_transaction(work, write=False, op="query")
+        return await self.run_transaction(work, write=False, op="query", one_statement=True)
 
     async def count(
         self,
@@ -413,7 +413,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
         async def work(conn: AsyncConnection) -> int:
             return int((await conn.execute(statement)).scalar_one())
 
-        return await self.run_transaction(work, write=False, op="count")
+        return await self.run_transaction(work, write=False, op="count", one_statement=True)
 
     async def keyword_search(
         self,
@@ -445,7 +445,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
             result = await conn.execute(statement)
             return [(row[0], float(row[1])) for row in result]
 
-        return await self.run_transaction(work, write=False, op="keyword_search")
+        return await self.run_transaction(work, write=False, op="keyword_search", one_statement=True)
 
     async def users(self) -> list[str]:
         """Every user id with at least one record, sorted."""

@@ -32,7 +32,6 @@ from llama_index_memory_hierarchy.perception.files import FileRef, FileStore
 from llama_index_memory_hierarchy.perception.media import MediaInfo, Modality, as_modality, inspect_media
 from llama_index_memory_hierarchy.ranking.fusion import score_items
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
-from llama_index_memory_hierarchy.tiers.episodic import StoredTier
 from llama_index_memory_hierarchy.tiers.perceptual.captions import acontent, given_text
 from llama_index_memory_hierarchy.tiers.perceptual.intake import astage, wrap_encoder
 from llama_index_memory_hierarchy.tiers.perceptual.llm_context import aask_about, adescribe_for_context
@@ -45,6 +44,7 @@ from llama_index_memory_hierarchy.tiers.perceptual.records import (
 )
 from llama_index_memory_hierarchy.tiers.perceptual.search import PerceptionSearch
 from llama_index_memory_hierarchy.tiers.perceptual.settings import PerceptionSettings
+from llama_index_memory_hierarchy.tiers.stored import StoredTier
 from llama_index_memory_hierarchy.types import (
     MemoryFilter,
     MemoryItem,
@@ -171,7 +171,7 @@ class PerceptualMemory(StoredTier):
 
     def add_perception(self, data_or_path: Any, modality: Modality | str | None = None, **kwargs: Any) -> str:
         """Sync twin of :meth:`aadd_perception`."""
-        return self._run(self.aadd_perception(data_or_path, modality, **kwargs))
+        return self.blocking(self.aadd_perception(data_or_path, modality, **kwargs))
 
     async def _awrite_perception(
         self,
@@ -289,12 +289,8 @@ class PerceptualMemory(StoredTier):
                 raise MemoryValidationError("metadata", f"keys {', '.join(reserved)} are set by the perceptual tier")
         return await super().aupdate(memory_id, content=content, importance=importance, metadata=metadata)
 
-    async def _adelete_records(self, ids: Sequence[str]) -> tuple[list[str], int]:
+    async def _aremove_records(self, ids: Sequence[str]) -> list[str]:
         """Delete perceptions, their vectors, and their stored files when no other perception uses them."""
-        deleted = await self._aremove_items(ids)
-        return deleted, await self._aforget_sources(deleted)
-
-    async def _aremove_items(self, ids: Sequence[str]) -> list[str]:
         async with self._lock():
             items = await self.aget_many(ids)
             if not items:
@@ -375,7 +371,7 @@ class PerceptualMemory(StoredTier):
 
     def garbage_collect(self) -> dict[str, int]:
         """Sync twin of :meth:`agarbage_collect`."""
-        return self._run(self.agarbage_collect())
+        return self.blocking(self.agarbage_collect())
 
     async def aget_stats(self) -> dict[str, Any]:
         stats = await super().aget_stats()
@@ -412,7 +408,7 @@ class PerceptualMemory(StoredTier):
 
     def get_by_modality(self, modality: Modality | str, limit: int | None = None, **filters: Any) -> list[MemoryItem]:
         """Sync twin of :meth:`aget_by_modality`."""
-        return self._run(self.aget_by_modality(modality, limit, **filters))
+        return self.blocking(self.aget_by_modality(modality, limit, **filters))
 
     async def aretrieve(self, query: str, limit: int = 5, **filters: Any) -> list[MemoryItem]:
         """Perceptions for a text query (captions, and CLIP/audio text spaces when configured).
@@ -496,7 +492,7 @@ class PerceptualMemory(StoredTier):
         **kwargs: Any,
     ) -> list[MemoryItem]:
         """Sync twin of :meth:`across_modal_search`."""
-        return self._run(self.across_modal_search(query, query_modality, target_modality, limit, **kwargs))
+        return self.blocking(self.across_modal_search(query, query_modality, target_modality, limit, **kwargs))
 
     async def aencoder_text_hits(
         self, encoder: PerceptionEncoder, query: str, flt: MemoryFilter, limit: int
@@ -519,7 +515,7 @@ class PerceptualMemory(StoredTier):
 
     def path_of(self, memory_id: str) -> Path:
         """Sync twin of :meth:`apath_of`."""
-        return self._run(self.apath_of(memory_id))
+        return self.blocking(self.apath_of(memory_id))
 
     async def adescribe_for_context(
         self, items: Sequence[MemoryItem], *, include_images: bool = False, max_images: int = 4
@@ -534,7 +530,7 @@ class PerceptualMemory(StoredTier):
         self, items: Sequence[MemoryItem], *, include_images: bool = False, max_images: int = 4
     ) -> list[str | ImageBlock]:
         """Sync twin of :meth:`adescribe_for_context`."""
-        return self._run(self.adescribe_for_context(items, include_images=include_images, max_images=max_images))
+        return self.blocking(self.adescribe_for_context(items, include_images=include_images, max_images=max_images))
 
     async def agenerate_content(
         self,
@@ -573,4 +569,4 @@ class PerceptualMemory(StoredTier):
 
     def generate_content(self, prompt: str, perception_ids: Sequence[str], **kwargs: Any) -> str:
         """Sync twin of :meth:`agenerate_content`."""
-        return self._run(self.agenerate_content(prompt, perception_ids, **kwargs))
+        return self.blocking(self.agenerate_content(prompt, perception_ids, **kwargs))

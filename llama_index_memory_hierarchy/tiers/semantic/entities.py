@@ -7,11 +7,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from llama_index_memory_hierarchy.calibration import IDENTITY, SimilarityCalibration, group_of
 from llama_index_memory_hierarchy.entity_resolution import Entity, name_tokens, normalize_name
 from llama_index_memory_hierarchy.extraction import USER_ENTITY
 from llama_index_memory_hierarchy.ranking.fusion import rrf_fuse
 from llama_index_memory_hierarchy.tiers.semantic.state import SemanticState
 
+#: Calibrated similarity (role ``"name"``) from which an entity's name matches a query by embedding
+#: (MiniLM's former raw 0.4).
+ENTITY_QUERY_SIMILARITY = 0.2
 _FIRST_PERSON = {"i", "me", "my", "mine", "myself", "we", "our"}
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
@@ -75,15 +79,29 @@ def mentioned_entities(state: SemanticState, text: str) -> list[Entity]:
     return list(found.values())
 
 
-def rank_entities(state: SemanticState, query: str, vector: Any, *, limit: int, rrf_k: int) -> list[EntityInfo]:
-    """Entities matching ``query`` by name words and by name-embedding similarity (``vector``), fused by rank."""
+def rank_entities(
+    state: SemanticState,
+    query: str,
+    vector: Any,
+    *,
+    limit: int,
+    rrf_k: int,
+    calibration: SimilarityCalibration = IDENTITY,
+) -> list[EntityInfo]:
+    """Entities matching ``query`` by name words and by name-embedding similarity (``vector``), fused by rank.
+
+    A name matches by embedding from :data:`ENTITY_QUERY_SIMILARITY` on ``calibration``'s scale (the model's).
+    """
     registry = state.registry
     assert registry is not None
     by_words = registry.search(query, limit=limit * 2)
+    asked = group_of(query)
     by_vector = [
         (registry.entities[eid], score)
         for eid, score in registry.vectors.nearest(vector, k=limit * 2)
-        if eid in registry.entities and score >= 0.4
+        if eid in registry.entities
+        and calibration.calibrate(score, asked, group_of(registry.entities[eid].name), role="name")
+        >= ENTITY_QUERY_SIMILARITY
     ]
     fused = rrf_fuse([[entity.id for entity in by_words], [entity.id for entity, _ in by_vector]], k=rrf_k)
     return [entity_info(state, registry.entities[eid], score) for eid, score in fused[:limit]]

@@ -13,8 +13,10 @@ class SemanticSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     functional_predicates: frozenset[str] = Field(default=DEFAULT_FUNCTIONAL_PREDICATES)
-    similarity_threshold: float = Field(default=0.88, gt=0, le=1, description="Entity name similarity to merge.")
-    containment_threshold: float = Field(default=0.68, gt=0, le=1, description="Same, with token containment.")
+    similarity_threshold: float = Field(
+        default=0.85, gt=0, le=1, description="Entity name similarity to merge (calibrated: 0 unrelated, 1 identical)."
+    )
+    containment_threshold: float = Field(default=0.45, gt=0, le=1, description="Same, with token containment.")
     expansion_depth: int = Field(default=2, ge=0, le=3, description="Graph hops from query entities in retrieval.")
     graph_weight: float = Field(default=1.0, ge=0, description="Weight of the graph ranking in the fusion.")
     min_confidence: float = Field(default=0.0, ge=0, le=1, description="Extracted facts below this are dropped.")

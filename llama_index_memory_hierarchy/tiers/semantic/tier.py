@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llama_index_memory_hierarchy.calibration import acalibration
 from llama_index_memory_hierarchy.entity_resolution import EntityResolver, normalize_name, types_compatible
 from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreError
 from llama_index_memory_hierarchy.extraction import (
@@ -35,7 +36,6 @@ from llama_index_memory_hierarchy.llms import resolve_llm
 from llama_index_memory_hierarchy.ranking.fusion import rrf_fuse, score_items
 from llama_index_memory_hierarchy.stores.base import Record
 from llama_index_memory_hierarchy.stores.graph import UserGraph
-from llama_index_memory_hierarchy.tiers.episodic import StoredTier
 from llama_index_memory_hierarchy.tiers.semantic.entities import EntityInfo, entity_info, find_entity, rank_entities
 from llama_index_memory_hierarchy.tiers.semantic.export import knowledge_graph
 from llama_index_memory_hierarchy.tiers.semantic.facts import (
@@ -57,6 +57,7 @@ from llama_index_memory_hierarchy.tiers.semantic.graph_search import (
 from llama_index_memory_hierarchy.tiers.semantic.settings import SemanticSettings
 from llama_index_memory_hierarchy.tiers.semantic.state import SemanticState, semantic_state
 from llama_index_memory_hierarchy.tiers.semantic.supersession import apply_facts, reinstate_superseded, repoint_entity
+from llama_index_memory_hierarchy.tiers.stored import StoredTier
 from llama_index_memory_hierarchy.types import (
     MemoryFilter,
     MemoryItem,
@@ -138,7 +139,7 @@ class SemanticMemory(StoredTier):
 
     def rebuild_graph(self) -> int:
         """Sync twin of :meth:`arebuild_graph`."""
-        return self._run(self.arebuild_graph())
+        return self.blocking(self.arebuild_graph())
 
     # ------------------------------------------------------------------ adding facts
     async def aadd_fact(
@@ -171,7 +172,7 @@ class SemanticMemory(StoredTier):
 
     def add_fact(self, subject: str, predicate: str, object: str, **kwargs: Any) -> str:
         """Sync twin of :meth:`aadd_fact`."""
-        return self._run(self.aadd_fact(subject, predicate, object, **kwargs))
+        return self.blocking(self.aadd_fact(subject, predicate, object, **kwargs))
 
     async def aadd_facts(self, facts: Sequence[FactInput | dict[str, Any] | tuple[str, str, str]]) -> list[str]:
         """Add many facts with one embedding batch and one record transaction; ids in order."""
@@ -182,7 +183,7 @@ class SemanticMemory(StoredTier):
 
     def add_facts(self, facts: Sequence[FactInput | dict[str, Any] | tuple[str, str, str]]) -> list[str]:
         """Sync twin of :meth:`aadd_facts`."""
-        return self._run(self.aadd_facts(facts))
+        return self.blocking(self.aadd_facts(facts))
 
     async def _aadd_facts(self, inputs: Sequence[FactInput], *, strict: bool) -> list[str | None]:
         """Add facts; with ``strict`` a fact whose subject and object resolve to one entity is an error,
@@ -200,7 +201,10 @@ class SemanticMemory(StoredTier):
                         await self._amerge_into_user(state, fact.object)
                     if self.resolver.name_user(registry, fact.object):
                         named.add(position)
-            resolved = await self.resolver.aresolve(registry, mentions, self.context.embeddings.aembed_texts)
+            embeddings = self.context.embeddings
+            resolved = await self.resolver.aresolve(
+                registry, mentions, embeddings.aembed_texts, await acalibration(embeddings)
+            )
             changes = apply_facts(
                 state,
                 inputs,
@@ -278,7 +282,7 @@ class SemanticMemory(StoredTier):
 
     def extract_and_add(self, text: str, **kwargs: Any) -> list[str]:
         """Sync twin of :meth:`aextract_and_add`."""
-        return self._run(self.aextract_and_add(text, **kwargs))
+        return self.blocking(self.aextract_and_add(text, **kwargs))
 
     async def aextract_and_add_many(
         self,
@@ -412,7 +416,7 @@ class SemanticMemory(StoredTier):
             await self._aadd_extracted(extraction, [memory_id], None, None)
         return done
 
-    async def _adelete_records(self, ids: Sequence[str]) -> tuple[list[str], int]:
+    async def adelete_records(self, ids: Sequence[str]) -> tuple[list[str], int]:
         """Delete facts (reinstating those they superseded) and statements with the facts only they supported."""
         state = await self._astate()
         facts = [i for i in ids if i in state.facts]
@@ -429,7 +433,7 @@ class SemanticMemory(StoredTier):
 
     def remove_sources(self, source_ids: Sequence[str]) -> int:
         """Sync twin of :meth:`aremove_sources`."""
-        return self._run(self.aremove_sources(source_ids))
+        return self.blocking(self.aremove_sources(source_ids))
 
     async def _aremove_sources(self, source_ids: Sequence[str]) -> int:
         state = await self._astate()
@@ -556,11 +560,12 @@ class SemanticMemory(StoredTier):
         validate_content(query, "query")
         state = await self._astate()
         vector = await self.context.embeddings.aembed_query(query)
-        return rank_entities(state, query, vector, limit=limit, rrf_k=self.config.rrf_k)
+        calibration = await acalibration(self.context.embeddings)
+        return rank_entities(state, query, vector, limit=limit, rrf_k=self.config.rrf_k, calibration=calibration)
 
     def search_entities(self, query: str, limit: int = 10) -> list[EntityInfo]:
         """Sync twin of :meth:`asearch_entities`."""
-        return self._run(self.asearch_entities(query, limit))
+        return self.blocking(self.asearch_entities(query, limit))
 
     async def aget_entity(self, name: str) -> EntityInfo | None:
         """The entity a name resolves to (alias or unambiguous containment), or None."""
@@ -570,7 +575,7 @@ class SemanticMemory(StoredTier):
 
     def get_entity(self, name: str) -> EntityInfo | None:
         """Sync twin of :meth:`aget_entity`."""
-        return self._run(self.aget_entity(name))
+        return self.blocking(self.aget_entity(name))
 
     async def aget_related_entities(
         self, name: str, depth: int = 1, relation_types: Sequence[str] | None = None, limit: int = 50
@@ -591,7 +596,7 @@ class SemanticMemory(StoredTier):
         self, name: str, depth: int = 1, relation_types: Sequence[str] | None = None, limit: int = 50
     ) -> list[RelatedEntity]:
         """Sync twin of :meth:`aget_related_entities`."""
-        return self._run(self.aget_related_entities(name, depth, relation_types, limit))
+        return self.blocking(self.aget_related_entities(name, depth, relation_types, limit))
 
     async def aget_facts(self, entity: str, include_history: bool = False) -> list[MemoryItem]:
         """Facts about an entity (as subject or object): current ones, or all with history, oldest first."""
@@ -606,7 +611,7 @@ class SemanticMemory(StoredTier):
 
     def get_facts(self, entity: str, include_history: bool = False) -> list[MemoryItem]:
         """Sync twin of :meth:`aget_facts`."""
-        return self._run(self.aget_facts(entity, include_history))
+        return self.blocking(self.aget_facts(entity, include_history))
 
     async def aexport_knowledge_graph(
         self, format: str = "json", *, path: str | Path | None = None, include_history: bool = False
@@ -626,4 +631,4 @@ class SemanticMemory(StoredTier):
         self, format: str = "json", *, path: str | Path | None = None, include_history: bool = False
     ) -> str:
         """Sync twin of :meth:`aexport_knowledge_graph`."""
-        return self._run(self.aexport_knowledge_graph(format, path=path, include_history=include_history))
+        return self.blocking(self.aexport_knowledge_graph(format, path=path, include_history=include_history))

@@ -1,0 +1,327 @@
+"""``StoredTier``: what episodic, semantic and perceptual memory share.
+
+Their memories live in the shared record store (the source of truth) and the vector and
+keyword indexes derived from it: durable writes, hybrid retrieval, updates, removal and
+forgetting, all scoped to one user. A subclass changes what differs through hooks
+(:meth:`StoredTier.abuild_records`, :meth:`StoredTier._aremove_records`), never through a
+check of its own type here; what is derived from a deleted memory in *another* tier (facts
+citing it) is removed by the cascades the tier set registers (:meth:`StoredTier.on_delete`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from llama_index_memory_hierarchy.calibration import acalibration, group_of
+from llama_index_memory_hierarchy.ranking.fusion import recency, score_items
+from llama_index_memory_hierarchy.ranking.pipeline import DEFAULT_RECIPE, Candidate, keyword_terms, rank_candidates
+from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, Record
+from llama_index_memory_hierarchy.tiers.base import MemoryTier
+from llama_index_memory_hierarchy.types import (
+    MemoryFilter,
+    MemoryItem,
+    as_utc,
+    matches,
+    utcnow,
+    validate_content,
+    validate_positive_int,
+)
+
+if TYPE_CHECKING:
+    from llama_index_memory_hierarchy.stores.context import StoreContext
+
+#: Called with the ids of this tier's deleted records; deletes what another tier derived only from
+#: them and returns how many it deleted (the semantic tier's facts citing them, see ``TierSet``).
+DeleteCascade = Callable[[Sequence[str]], Awaitable[int]]
+#: Deletes memories of a tier by id through the hierarchy's deletion path; returns the ids deleted.
+DeletionPath = Callable[["StoredTier", Sequence[str]], Awaitable[list[str]]]
+
+
+def speaker_of(item: MemoryItem) -> str | None:
+    """Who said it: ``speaker`` metadata, else the chat role."""
+    speaker = item.metadata.get("speaker") or item.metadata.get("role")
+    return speaker if isinstance(speaker, str) else None
+
+
+class StoredTier(MemoryTier):
+    """A tier whose memories live in the shared record store and vector index (see the module docstring)."""
+
+    def __init__(self, *, user_id: str, session_id: str | None, context: StoreContext) -> None:
+        super().__init__(user_id=user_id, session_id=session_id, runtime=context.runtime)
+        self.context = context
+        self.config = context.config
+        self._cascades: list[DeleteCascade] = []
+        self._deletion_path: DeletionPath | None = None
+
+    # ------------------------------------------------------------------ wiring (done by the tier set)
+    def on_delete(self, cascade: DeleteCascade) -> None:
+        """Run ``cascade`` with the ids of every deletion of this tier's records (see :data:`DeleteCascade`)."""
+        self._cascades.append(cascade)
+
+    def delete_through(self, path: DeletionPath) -> None:
+        """Route ``remove``, ``clear`` and forgetting through ``path``.
+
+        Why: the hierarchy's deletion path also updates live memories, tombstones and derived
+        memories; a tier built alone deletes its records and runs its cascades only.
+        """
+        self._deletion_path = path
+
+    # ------------------------------------------------------------------ writes
+    async def aadd(
+        self,
+        item_or_text: MemoryItem | str,
+        *,
+        timestamp: datetime | str | float | None = None,
+        importance: float | None = None,
+        metadata: dict[str, Any] | None = None,
+        session_id: str | None = None,
+        dedupe: bool = False,
+    ) -> str:
+        item = self.make_item(
+            item_or_text, timestamp=timestamp, importance=importance, metadata=metadata, session_id=session_id
+        )
+        return (await self.aadd_items([item], dedupe=dedupe))[0]
+
+    async def aadd_many(self, items: Sequence[MemoryItem | str], *, dedupe: bool = False) -> list[str]:
+        return await self.aadd_items(self.make_items(items), dedupe=dedupe)
+
+    async def aadd_items(
+        self, items: Sequence[MemoryItem], *, embeddings: Sequence[np.ndarray] | None = None, dedupe: bool = False
+    ) -> list[str]:
+        """Store validated items (one transaction); reuse ``embeddings`` when the caller has them."""
+        return await self.context.awrite(await self.abuild_records(items, embeddings=embeddings), dedupe=dedupe)
+
+    async def abuild_records(
+        self, items: Sequence[MemoryItem], *, embeddings: Sequence[np.ndarray] | None = None
+    ) -> list[Record]:
+        """Records ready to write (hook: a tier indexes its items its own way).
+
+        Here: embedded on write (by the store context) unless ``embeddings`` are given, keyword
+        text from the content.
+        """
+        if not items:
+            return []
+        space = await self.context.aspace() if embeddings is not None else None
+        return [
+            Record(item=item, embedding=None if embeddings is None else embeddings[i], space=space)
+            for i, item in enumerate(items)
+        ]
+
+    async def aupdate(
+        self,
+        memory_id: str,
+        content: str | None = None,
+        importance: float | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> bool:
+        memory_id = self.check_id(memory_id)
+        current = await self.aget(memory_id)
+        if current is None:
+            return False
+        changed = MemoryItem.create(
+            **{
+                **current.model_dump(),
+                **({"content": content} if content is not None else {}),
+                **({"importance": importance} if importance is not None else {}),
+                **({"metadata": {**current.metadata, **metadata}} if metadata is not None else {}),
+            }
+        )
+        embedding = space = None
+        if content is not None:
+            embedding = (await self.context.embeddings.aembed_texts([changed.content]))[0]
+            space = await self.context.aspace()
+        record = await self.context.records.update(
+            self.user_id,
+            memory_id,
+            content=changed.content if content is not None else None,
+            importance=changed.importance if importance is not None else None,
+            metadata=changed.metadata if metadata is not None else None,
+            embedding=embedding,
+            space=space,
+        )
+        await self.context.drain_outbox()
+        return record is not None
+
+    async def apin(self, memory_id: str, pinned: bool = True) -> bool:
+        """Pin a memory so that forgetting never removes it."""
+        record = await self.context.records.update(self.user_id, self.check_id(memory_id), pinned=pinned)
+        return record is not None
+
+    async def aremove(self, memory_id: str) -> bool:
+        """Delete a memory of this tier through the deletion path (:mod:`..lifecycle.deletion`)."""
+        return memory_id in await self._adelete([self.check_id(memory_id)])
+
+    async def aclear(self) -> int:
+        return len(await self._adelete([item.id for item in await self.aquery()]))
+
+    async def _adelete(self, ids: Sequence[str]) -> list[str]:
+        """Delete memories of this tier, with their copies and what was derived from them; the ids deleted."""
+        if self._deletion_path is not None:
+            return await self._deletion_path(self, ids)
+        return (await self.adelete_records(ids))[0]
+
+    async def adelete_records(self, ids: Sequence[str]) -> tuple[list[str], int]:
+        """This tier's part of a deletion (the deletion path calls it): the records with what the tier
+        owns of them, then the cascades; ``(ids deleted, derived memories deleted)``."""
+        deleted = await self._aremove_records(ids)
+        cascaded = 0
+        if deleted:
+            for cascade in self._cascades:
+                cascaded += await cascade(deleted)
+        return deleted, cascaded
+
+    async def _aremove_records(self, ids: Sequence[str]) -> list[str]:
+        """Hook: delete these records, their vectors and keyword entries; the ids deleted."""
+        return await self.context.adelete(self.user_id, ids)
+
+    # ------------------------------------------------------------------ reads
+    async def aget(self, memory_id: str) -> MemoryItem | None:
+        memory_id = self.check_id(memory_id)
+        records = await self.context.records.get(self.user_id, [memory_id])
+        if not records or records[0].item.memory_type != self.memory_type:
+            return None
+        return records[0].item
+
+    async def aget_many(self, ids: Sequence[str]) -> list[MemoryItem]:
+        """Items of this tier with these ids, in order (absent ids skipped)."""
+        records = await self.context.records.get(self.user_id, [self.check_id(i) for i in ids])
+        return [r.item for r in records if r.item.memory_type == self.memory_type]
+
+    async def aretrieve(self, query: str, limit: int = 5, **filters: Any) -> list[MemoryItem]:
+        query = validate_content(query, "query")
+        limit = validate_positive_int(limit, "limit")
+        flt = MemoryFilter.from_kwargs(**filters)
+        relevance, found = await self._arank_records(query, flt, limit)
+        ranked = score_items(
+            [record.item for record in found.values()],
+            relevance,
+            now=utcnow(),
+            relevance_weight=self.config.relevance_weight,
+            recency_weight=self.config.recency_weight,
+            importance_weight=self.config.importance_weight,
+            half_life_hours=self.config.recency_half_life_hours,
+        )[:limit]
+        if ranked:
+            self.context.spawn(self.context.records.touch(self.user_id, [item.id for item in ranked]))
+        return ranked
+
+    async def arank(self, query: str, flt: MemoryFilter, limit: int) -> dict[str, float]:
+        """Relevance of candidate ids for ``query`` (see :meth:`_arank_records`)."""
+        return (await self._arank_records(query, flt, limit))[0]
+
+    async def _arank_records(
+        self, query: str, flt: MemoryFilter, limit: int
+    ) -> tuple[dict[str, float], dict[str, Record]]:
+        """Hybrid relevance and the candidate records, filtered.
+
+        Dense and keyword candidates are pooled; every candidate gets its exact cosine from
+        its stored vector (so none loses a signal for missing one index's cut), scores are
+        fused after normalisation, then boosted by the query's named people and times
+        (``ranking.pipeline.rank_candidates``).
+        """
+        candidates = max(limit * self.config.candidate_multiplier, DEFAULT_RECIPE.candidates)
+        vector = await self.context.embeddings.aembed_query(query)
+        dense, keyword = await asyncio.gather(
+            self.context.adense_search(
+                self.user_id, vector, memory_type=self.memory_type, filters=flt, limit=candidates
+            ),
+            self.context.records.keyword_search(
+                self.user_id,
+                " ".join(keyword_terms(query)),
+                memory_type=self.memory_type,
+                filters=flt,
+                limit=candidates,
+            ),
+        )
+        pool = list(dict.fromkeys([i for i, _ in dense] + [i for i, _ in keyword]))
+        records = await self.context.records.get(self.user_id, pool, with_embeddings=True)
+        found = {r.item.id: r for r in records if r.item.memory_type == self.memory_type and matches(r.item, flt)}
+        cosine = dict(dense)
+        for memory_id, record in found.items():
+            if memory_id not in cosine and record.embedding is not None and record.embedding.shape == vector.shape:
+                cosine[memory_id] = float(np.dot(vector, record.embedding))
+        # cosines on the model's calibrated scale (unrelated texts at 0), so dense weighs alike for every model
+        calibration = await acalibration(self.context.embeddings)
+        asked = group_of(query)
+        ranked = rank_candidates(
+            query,
+            {i: s for i, s in keyword if i in found},
+            {
+                i: float(calibration.calibrate(s, asked, group_of(found[i].item.content), role="query"))
+                for i, s in cosine.items()
+                if i in found
+            },
+            {i: Candidate(i, r.item.content, speaker_of(r.item), r.item.timestamp) for i, r in found.items()},
+            now=utcnow(),
+        )
+        return dict(ranked), found
+
+    async def aquery(
+        self,
+        *,
+        order_by: str = "timestamp",
+        limit: int | None = None,
+        **filters: Any,
+    ) -> list[MemoryItem]:
+        """Items of this tier by filters, ordered (no relevance ranking)."""
+        records = await self.context.records.query(
+            self.user_id,
+            namespace=MEMORY_NAMESPACE,
+            memory_type=self.memory_type,
+            filters=MemoryFilter.from_kwargs(**filters),
+            order_by=order_by,  # type: ignore[arg-type]
+            limit=limit,
+        )
+        return [r.item for r in records]
+
+    async def aget_stats(self) -> dict[str, Any]:
+        count = await self.context.records.count(self.user_id, memory_type=self.memory_type)
+        first = await self.aquery(limit=1)
+        last = await self.aquery(order_by="-timestamp", limit=1)
+        return {
+            "count": count,
+            "first_timestamp": first[0].timestamp.isoformat() if first else None,
+            "last_timestamp": last[0].timestamp.isoformat() if last else None,
+        }
+
+    # ------------------------------------------------------------------ forgetting
+    async def aforget(self, strategy: str = "importance_based", *, dry_run: bool = False, **kwargs: Any) -> int:
+        """Forget this user's unpinned memories of this tier.
+
+        ``importance_based``: importance < ``threshold`` (0.3). ``time_based``: event older
+        than ``older_than`` seconds (30 days) or ``before`` a datetime. ``capacity_based``:
+        keep the ``keep`` (1000) highest by importance then recency. ``decay``: importance
+        times recency (half-life ``half_life_hours``) < ``threshold`` (0.05).
+        """
+        self.check_strategy(strategy)
+        items = [i for i in await self.aquery() if not i.pinned]
+        now = utcnow()
+        if strategy == "importance_based":
+            threshold = float(kwargs.get("threshold", 0.3))
+            doomed = [i for i in items if i.importance < threshold]
+        elif strategy == "time_based":
+            before = kwargs.get("before")
+            cutoff = as_utc(before, "before") if before is not None else None
+            older_than = float(kwargs.get("older_than", 30 * 86400))
+            doomed = [
+                i
+                for i in items
+                if (i.timestamp < cutoff if cutoff else (now - i.timestamp).total_seconds() > older_than)
+            ]
+        elif strategy == "capacity_based":
+            keep = int(kwargs.get("keep", 1000))
+            pinned = await self.context.records.count(self.user_id, memory_type=self.memory_type) - len(items)
+            ranked = sorted(items, key=lambda i: (i.importance, i.timestamp), reverse=True)
+            doomed = ranked[max(keep - pinned, 0) :]
+        else:
+            half_life = float(kwargs.get("half_life_hours", self.config.recency_half_life_hours))
+            threshold = float(kwargs.get("threshold", 0.05))
+            doomed = [i for i in items if i.importance * recency(i.timestamp, now, half_life) < threshold]
+        if not dry_run and doomed:
+            await self._adelete([i.id for i in doomed])
+        return len(doomed)
