@@ -383,7 +383,7 @@ class Consolidator:
         results: dict[str, list[str]] = {}
         if not inputs:
             return results
-        semantic: Any = self.deps.tiers.semantic
+        semantic = self.deps.tiers.semantic
         facts = [fact for _, fact in inputs]
         try:
             ids: list[str | None] = list(await semantic.aadd_facts(facts))
