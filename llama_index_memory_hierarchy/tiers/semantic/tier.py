@@ -32,7 +32,7 @@ from llama_index_memory_hierarchy.extraction import (
 )
 from llama_index_memory_hierarchy.llms import resolve_llm
 from llama_index_memory_hierarchy.ranking.fusion import rrf_fuse, score_items
-from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
+from llama_index_memory_hierarchy.stores.graph import UserGraph
 from llama_index_memory_hierarchy.tiers.semantic.entities import EntityInfo, entity_info, find_entity, rank_entities
 from llama_index_memory_hierarchy.tiers.semantic.export import knowledge_graph
 from llama_index_memory_hierarchy.tiers.semantic.facts import (
@@ -106,7 +106,7 @@ class SemanticMemory(StoredTier):
         if graph_store is not None:
             self.graph: UserGraph = UserGraph(graph_store)
         else:
-            self.graph = context.resource("graph_store", lambda ctx: UserGraph(open_graph_store(ctx.config)))
+            self.graph = context.graph
         self.mirror = GraphMirror(self.graph, self.user_id)
         self.writer = FactWriter(
             context=context,
