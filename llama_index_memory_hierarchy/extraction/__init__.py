@@ -2,9 +2,9 @@
 
 * :class:`LLMExtractor`: structured output (``llm.astructured_predict`` with a pydantic
   schema of triplets), texts in batches with bounded concurrency (``asyncio.Semaphore``).
-  A reply is validated (:func:`validate_facts`); a text the LLM fails on, or answers with
-  nothing usable where the offline extractor is sure of facts, falls back to the offline
-  extractor, and :attr:`LLMExtractor.fallbacks` counts it.
+  A reply is validated (its facts must be :func:`grounded` in the text); a text the LLM
+  fails on, or answers with nothing usable where the offline extractor is sure of facts,
+  falls back to the offline extractor, and :attr:`LLMExtractor.fallbacks` counts it.
 * :class:`OfflineExtractor`, precision first: a fact is made only when subject, relation
   and object are all clear, otherwise the text yields none (it stays an episodic memory).
   English with spaCy's dependency parse and NER (``pip install 'llama-index-memory-hierarchy[nlp]'``,
@@ -21,6 +21,10 @@ Every fact records which ``extractor`` produced it (``"llm:<model>"``, ``"spacy"
 ``"jieba"``, ``"regex"``) and a ``confidence``. First-person mentions (I, me, my, 我)
 become the entity ``"User"``, the person the memory belongs to; the user's own name
 ("I'm Zhang San", "我叫张三") is the relation :data:`NAME_PREDICATE`.
+
+Modules, each importing only those before it: ``relations`` (canonical predicates, negation),
+``base`` (what an extraction yields, :class:`Extractor`), ``english`` (spaCy), ``regex``
+(English without spaCy), ``chinese`` (jieba), ``offline``, ``llm``.
 """
 
 from llama_index_memory_hierarchy.extraction.base import (

@@ -61,7 +61,6 @@ _REPORTING_VERBS = {
     "dream", "wish", "pretend", "hope", "tell", "ask", "know", "mean", "seem", "sound", "look",
 }  # fmt: skip
 _PERSON_PRONOUNS = {"he", "she", "him", "her"}
-_POSSESSIVE_PRONOUNS = {"his", "her"}
 #: Short nouns that are never worth a fact on their own.
 _VAGUE_OBJECTS = {
     "thing", "things", "stuff", "something", "anything", "everything", "nothing", "lot", "time", "way", "one",

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from llama_index_memory_hierarchy.errors import LLMReplyError
+from llama_index_memory_hierarchy.errors import LLMReplyError, MemoryValidationError
 from llama_index_memory_hierarchy.extraction.base import (
     CJK,
     CONFIDENCE_LLM,
@@ -78,8 +78,6 @@ class LLMExtractor(Extractor):
         fallback: Extractor | None = None,
     ) -> None:
         if max_concurrency < 1:
-            from llama_index_memory_hierarchy.errors import MemoryValidationError
-
             raise MemoryValidationError("max_concurrency", "must be at least 1")
         self.llm = llm
         self.max_concurrency = max_concurrency
