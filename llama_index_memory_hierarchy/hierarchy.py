@@ -187,6 +187,12 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         erasure, export and import."""
         return self._manager
 
+    @property
+    def cross_tier_search(self) -> CrossTierSearch:
+        """The one search behind every read path of this memory (``get``, ``search``, retrievers, blocks, tools)."""
+        assert self._search is not None
+        return self._search
+
     # ------------------------------------------------------------------ tiers
     @property
     def context(self) -> StoreContext:
