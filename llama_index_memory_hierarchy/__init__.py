@@ -35,7 +35,7 @@ _EXPORTS: dict[str, str] = {
     "MemoryManager": "llama_index_memory_hierarchy.lifecycle.manager",
     "LifecycleSettings": "llama_index_memory_hierarchy.lifecycle.settings",
     "ProfileMemoryBlock": "llama_index_memory_hierarchy.lifecycle.profile",
-    "migrate": "llama_index_memory_hierarchy.migrate",
+    "migrate": "llama_index_memory_hierarchy.ops.migrate",
     "MemoryConfig": "llama_index_memory_hierarchy.config",
     "MemoryItem": "llama_index_memory_hierarchy.types",
     "MemoryType": "llama_index_memory_hierarchy.types",
@@ -74,7 +74,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
     from llama_index_memory_hierarchy.llms import resolve_llm
     from llama_index_memory_hierarchy.llms.local import LocalLLM
-    from llama_index_memory_hierarchy.migrate import migrate
+    from llama_index_memory_hierarchy.ops.migrate import migrate
     from llama_index_memory_hierarchy.retrieval.retriever import HierarchyRetriever
     from llama_index_memory_hierarchy.stores.graph.sqlite import SQLitePropertyGraphStore
     from llama_index_memory_hierarchy.tiers.base import MemoryTier

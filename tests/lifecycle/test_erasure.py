@@ -314,7 +314,7 @@ def test_sigkill_during_erasure_is_finished_on_the_next_open(tmp_path: Path) -> 
     erasure (during the compaction), then the next open finishes it: no byte of the user anywhere."""
     from llama_index_memory_hierarchy.config import MemoryConfig
     from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
-    from llama_index_memory_hierarchy.maintenance import averify_indexes, verify_indexes
+    from llama_index_memory_hierarchy.ops.verify import averify_indexes, verify_indexes
 
     folder = tmp_path / "memory"
     common = {"persist_dir": str(folder), "embed_model": "hashing", "chat_history_token_limit": 120}
