@@ -12,7 +12,7 @@ import math
 import numbers
 import re
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from enum import Enum
 from typing import Any
 
@@ -305,3 +305,39 @@ def matches(item: MemoryItem, flt: MemoryFilter) -> bool:
     if flt.memory_ids is not None and item.id not in flt.memory_ids:
         return False
     return not flt.metadata or all(item.metadata.get(k) == v for k, v in flt.metadata.items())
+
+
+_RELATIVE_AGE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$", re.IGNORECASE)
+_AGE_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_moment(value: str, field: str, *, end_of_day: bool = False) -> datetime:
+    """A time a caller names (a filter bound, a memory's time): an ISO date or datetime, 'now', 'today',
+    'yesterday', or an age such as '90m', '12h', '7d', '2w'.
+
+    A bare date means its start (or, with ``end_of_day``, its end). Naive times are UTC. Why one
+    home: the command line and the MCP server take the same words and must read them alike.
+    """
+    text = value.strip().lower()
+    now = datetime.now(UTC)
+    if text == "now":
+        return now
+    if text in ("today", "yesterday"):
+        return _day_bound(now.date() - timedelta(days=1 if text == "yesterday" else 0), end_of_day)
+    match = _RELATIVE_AGE.match(text)
+    if match:
+        return now - timedelta(**{_AGE_UNITS[match.group(2).lower()]: float(match.group(1))})
+    try:
+        if len(text) == 10:
+            return _day_bound(date.fromisoformat(text), end_of_day)
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise MemoryValidationError(
+            field, f"not a time: {value!r} (use an ISO date like 2026-01-31, a datetime, 'today', or an age like 7d)"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _day_bound(day: date, end: bool) -> datetime:
+    start = datetime(day.year, day.month, day.day, tzinfo=UTC)
+    return start + timedelta(days=1, microseconds=-1) if end else start

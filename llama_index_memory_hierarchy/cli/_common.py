@@ -11,14 +11,14 @@ import importlib
 import json
 import logging
 import os
-import re
 import sys
 from collections.abc import Iterator
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from llama_index_memory_hierarchy.errors import MemoryHierarchyError
+from llama_index_memory_hierarchy.errors import MemoryHierarchyError, MemoryValidationError
+from llama_index_memory_hierarchy.types import parse_moment
 
 if TYPE_CHECKING:  # pragma: no cover
     import argparse
@@ -222,39 +222,13 @@ def llm_label(llm: Any) -> str:
 # Input parsing
 # --------------------------------------------------------------------------------------------
 
-_RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$", re.IGNORECASE)
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-
 
 def parse_when(value: str, *, end_of_day: bool = False) -> datetime:
-    """An ISO date or datetime, 'today', 'yesterday', or a relative age such as '90m', '12h', '7d', '2w'.
-
-    A bare date means its start (or, with ``end_of_day``, its end). Naive times are UTC.
-    """
-    text = value.strip().lower()
-    now = datetime.now(UTC)
-    if text in ("now",):
-        return now
-    if text in ("today", "yesterday"):
-        day = now.date() - timedelta(days=1 if text == "yesterday" else 0)
-        return _day_bound(day, end_of_day)
-    match = _RELATIVE.match(text)
-    if match:
-        return now - timedelta(**{_UNITS[match.group(2).lower()]: float(match.group(1))})
+    """:func:`~llama_index_memory_hierarchy.types.parse_moment` for a command-line option (a usage error)."""
     try:
-        if len(text) == 10:
-            return _day_bound(date.fromisoformat(text), end_of_day)
-        moment = datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise UsageError(
-            f"not a time: {value!r} (use an ISO date like 2026-01-31, a datetime, 'today', or an age like 7d)"
-        ) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def _day_bound(day: date, end: bool) -> datetime:
-    start = datetime(day.year, day.month, day.day, tzinfo=UTC)
-    return start + timedelta(days=1, microseconds=-1) if end else start
+        return parse_moment(value, "time", end_of_day=end_of_day)
+    except MemoryValidationError as exc:
+        raise UsageError(str(exc).removeprefix("time: ")) from None
 
 
 def read_text_argument(value: str, what: str) -> str:

@@ -29,7 +29,7 @@ from pydantic import Field
 
 from llama_index_memory_hierarchy.errors import MemoryHierarchyError, MemoryValidationError
 from llama_index_memory_hierarchy.mcp_server.access import Principal, TokenTable
-from llama_index_memory_hierarchy.types import validate_content, validate_identifier
+from llama_index_memory_hierarchy.types import parse_moment, validate_content, validate_identifier
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_memory_hierarchy.config import MemoryConfig
@@ -185,12 +185,7 @@ async def _call(step: Callable[[], Awaitable[str]]) -> str:
 def _when(value: str | None, field: str, *, end_of_day: bool = False) -> Any:
     if value is None:
         return None
-    from llama_index_memory_hierarchy.cli._common import CLIError, parse_when
-
-    try:
-        return parse_when(value, end_of_day=end_of_day)
-    except CLIError as exc:
-        raise MemoryValidationError(field, str(exc)) from None
+    return parse_moment(value, field, end_of_day=end_of_day)
 
 
 def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MCPServer:
