@@ -17,7 +17,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
 from llama_index_memory_hierarchy.messages import MEMORY_HEADER
 from llama_index_memory_hierarchy.tools import MemoryToolSpec
-from llama_index_memory_hierarchy.types import MemoryType
+from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
 from cli_helpers import run_lmh
@@ -173,3 +173,21 @@ def test_graph_is_one_signal_and_an_empty_tier_costs_nothing(memory: Hierarchica
     assert top[0].id == ids["home"]
     assert top[0].explanation.get("graph", 0) > 0  # reached from "Alice", as her sister fact is
     assert memory.search("Where does Alice live?", limit=3, memory_types=["working"]) == []
+
+
+def test_the_answer_outranks_the_turn_after_it(make_memory) -> None:
+    """The keyword text of a turn holds the turns before it: the reply after an answer matches the
+    question's words as well as the answer does, but only the answer holds them itself."""
+    memory = make_memory(user_id="bob", session_id="trip")
+    memory.episodic.add_many(
+        [
+            MemoryItem(content="Which camera did you take to Iceland?", metadata={"speaker": "Ann"}),
+            MemoryItem(content="I took my old Fujifilm X100 to Iceland.", metadata={"speaker": "Bob"}),
+            MemoryItem(content="Lovely, the northern lights must have looked stunning.", metadata={"speaker": "Ann"}),
+            MemoryItem(content="They did, we stayed up until three watching them.", metadata={"speaker": "Ann"}),
+        ]
+    )
+    ranked = memory.search("Fujifilm X100 camera Iceland", limit=4)
+    assert ranked[0].content == "I took my old Fujifilm X100 to Iceland."
+    after = next(i for i in ranked if i.content.startswith("Lovely"))
+    assert ranked[0].explanation["keyword"] > after.explanation.get("keyword", 0.0)
