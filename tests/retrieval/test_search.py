@@ -195,3 +195,22 @@ def test_the_answer_outranks_the_turn_after_it(make_memory) -> None:
     ]
     after = next(i for i in ranked if i.content.startswith("Lovely"))
     assert after.explanation["keyword"] < 0.7 * ranked[0].explanation["keyword"]  # 0.87 when context counts whole
+
+
+#: Mixed-language pairs: (memory, question in the other language).
+CROSS_LANGUAGE = [
+    ("我对花生过敏，吃了会起疹子。", "What am I allergic to?"),
+    ("我的经理李四让我每周五交周报。", "Who asks me for a weekly report?"),
+    ("我们下个月去云南大理旅行。", "Where are we travelling next month?"),
+    ("My daughter plays the violin in the school orchestra.", "我女儿演奏什么乐器？"),
+    ("I bought a second-hand electric bike last spring.", "我去年春天买了什么？"),
+    ("Our cat Mochi sleeps on the radiator all winter.", "我们的猫冬天睡在哪里？"),
+]
+
+
+def test_a_memory_in_one_language_is_found_by_a_question_in_the_other(make_memory) -> None:
+    """The default embedding reads Chinese and English in one space: keyword search alone finds none of these."""
+    memory = make_memory(user_id="mixed", session_id="s")
+    memory.episodic.add_many([MemoryItem(content=text) for text, _ in CROSS_LANGUAGE])
+    for text, question in CROSS_LANGUAGE:
+        assert memory.search(question, limit=1)[0].content == text, question
