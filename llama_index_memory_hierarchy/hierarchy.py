@@ -39,8 +39,8 @@ from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.text import count_tokens, truncate_to_tokens
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
 from llama_index_memory_hierarchy.tiers.episodic import EpisodicMemory
-from llama_index_memory_hierarchy.tiers.perceptual import PerceptualMemory
-from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory
+from llama_index_memory_hierarchy.tiers.perceptual import PerceptionSettings, PerceptualMemory
+from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory, SemanticSettings
 from llama_index_memory_hierarchy.tiers.tierset import TierSet
 from llama_index_memory_hierarchy.tiers.working import WorkingMemory
 from llama_index_memory_hierarchy.types import MAX_BATCH_ITEMS, MemoryItem, MemoryType, utcnow
@@ -89,6 +89,8 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         perception_encoders: Sequence[Any] = (),
         vector_store: Any = None,
         lifecycle: LifecycleSettings | None = None,
+        semantic: SemanticSettings | None = None,
+        perception: PerceptionSettings | None = None,
         **config_overrides: Any,
     ) -> HierarchicalMemory:
         """Open (or create) the memory of ``user_id`` in ``persist_dir``, offline by default.
@@ -102,7 +104,11 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         settings pick the backends too (``record_store_url``, ``vector_store_url``/``qdrant_url``,
         ``graph_store_url``): see ``docs/deployment.md``. ``lifecycle`` takes a
         :class:`~llama_index_memory_hierarchy.lifecycle.settings.LifecycleSettings` (consolidation,
-        compression, profile, forgetting) for :attr:`manager`.
+        compression, profile, forgetting) for :attr:`manager`; ``semantic`` a
+        :class:`~llama_index_memory_hierarchy.tiers.semantic.SemanticSettings` (extraction, graph
+        weight, entity resolution) and ``perception`` a
+        :class:`~llama_index_memory_hierarchy.tiers.perceptual.PerceptionSettings` (file storage,
+        captions) for those tiers.
         """
         overrides = {"user_id": user_id, "session_id": session_id, "persist_dir": persist_dir, **config_overrides}
         if config is None:
@@ -114,7 +120,13 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         context = StoreContext.acquire(config, embed_model=embed_model, vector_store=vector_store)
         memory = cls(config=config, user_id=config.user_id, session_id=session)
         memory._llm = llm
-        memory._tier_options = {"llm": llm, "graph_store": graph_store, "perception_encoders": perception_encoders}
+        memory._tier_options = {
+            "llm": llm,
+            "graph_store": graph_store,
+            "perception_encoders": perception_encoders,
+            "semantic_settings": semantic,
+            "perception_settings": perception,
+        }
         memory._attach(context, lifecycle)
         return memory
 

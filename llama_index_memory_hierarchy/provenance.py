@@ -35,9 +35,13 @@ _KEY_OWNER = "#store"
 _KEY_NAME = "chat_signing_key"
 
 
+class _KeyCache(dict[str, bytes]):
+    """The signing key once read, under ``"key"`` (one cache per store context)."""
+
+
 async def asigning_key(context: StoreContext) -> bytes:
     """The store's signing key, created once (concurrent first opens agree on one key)."""
-    cache: dict[str, bytes] = context.resource("provenance.key", lambda _ctx: {})
+    cache = context.shared(_KeyCache)
     if "key" in cache:
         return cache["key"]
     from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore, state

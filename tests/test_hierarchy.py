@@ -9,8 +9,11 @@ from pathlib import Path
 import pytest
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory import BaseMemory, Memory
+from PIL import Image
 
 from llama_index_memory_hierarchy import HierarchicalMemory, MemoryValidationError
+from llama_index_memory_hierarchy.tiers.perceptual import PerceptionSettings
+from llama_index_memory_hierarchy.tiers.semantic import SemanticSettings
 from llama_index_memory_hierarchy.types import MemoryType
 
 
@@ -151,6 +154,22 @@ def test_from_defaults_without_arguments(tmp_path: Path, monkeypatch: pytest.Mon
         assert (tmp_path / "memory_data" / "memory.db").exists()
     finally:
         memory.close()
+
+
+def test_tier_settings_are_reachable_through_from_defaults(make_memory, tmp_path: Path) -> None:
+    semantic, perception = SemanticSettings(extract_on_add=False), PerceptionSettings(store_files=False)
+    memory = make_memory(semantic=semantic, perception=perception)
+    assert memory.semantic.settings == semantic and memory.perceptual.settings == perception
+    memory.semantic.add("Alice works at Acme Corp.")  # kept as a statement, no fact extracted from it
+    assert memory.semantic.get_facts("Alice") == []
+    original = tmp_path / "note.png"
+    Image.new("RGB", (16, 16), "teal").save(original)
+    pid = memory.perceptual.add_perception(original, caption="a teal square")
+    assert memory.perceptual.get(pid).metadata["file"]["mode"] == "reference"  # not copied into the store
+    default = make_memory(user_id="bob")  # the defaults still extract and copy
+    default.semantic.add("Bob works at Acme Corp.")
+    assert default.semantic.get_facts("Bob")
+    assert default.perceptual.get(default.perceptual.add_perception(original)).metadata["file"]["mode"] != "reference"
 
 
 def test_bad_messages_raise_precise_errors(make_memory) -> None:

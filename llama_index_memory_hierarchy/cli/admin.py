@@ -48,7 +48,7 @@ def register(commands: Any, parents: list[argparse.ArgumentParser], formatter: A
 
 
 def run_reindex(args: argparse.Namespace, out: Output) -> int:
-    from llama_index_memory_hierarchy.maintenance import rebuild_indexes
+    from llama_index_memory_hierarchy.ops.rebuild import rebuild_indexes
 
     config = load_config(args)
     require_store(config)
@@ -64,7 +64,7 @@ def run_reindex(args: argparse.Namespace, out: Output) -> int:
 
 
 def run_migrate(args: argparse.Namespace, out: Output) -> int:
-    from llama_index_memory_hierarchy.migrate import load_target_config, migrate
+    from llama_index_memory_hierarchy.ops.migrate import load_target_config, migrate
 
     source = load_config(args)
     require_store(source)

@@ -596,8 +596,7 @@ class KnowledgeBase(RuntimeBound):
 
     def _lock(self) -> asyncio.Lock:
         """One writer at a time per (user, knowledge base) in this process."""
-        locks: dict[tuple[str, str], asyncio.Lock] = self.context.resource("knowledge-locks", lambda _ctx: {})
-        return locks.setdefault((self.user_id, self.namespace), asyncio.Lock())
+        return self.context.lock(KnowledgeBase, self.user_id, self.namespace)
 
     # ------------------------------------------------------------------ documents
     def list_documents(self) -> list[DocumentInfo]:

@@ -28,7 +28,6 @@ never blocking an agent turn.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import Counter
 from collections.abc import Sequence
@@ -112,8 +111,7 @@ class Consolidator:
         self.deps = deps
         self.reflector = reflector
         self.estimator = estimator or ImportanceEstimator()
-        locks: dict[str, asyncio.Lock] = deps.context.resource("lifecycle.consolidation_locks", lambda _c: {})
-        self._lock = locks.setdefault(deps.user_id, asyncio.Lock())
+        self._lock = deps.context.lock(Consolidator, deps.user_id)
 
     # ------------------------------------------------------------------ entry point
     @traced("consolidate")
@@ -288,7 +286,7 @@ class Consolidator:
 
     async def _aoffline_facts(self, batch: Sequence[MemoryItem]) -> list[tuple[str, Any]]:
         """The offline extractor's facts of each event, as fact inputs citing it."""
-        extractor = self.deps.context.resource("lifecycle.offline_extractor", lambda _c: OfflineExtractor())
+        extractor = self.deps.context.shared(OfflineExtractor)
         extractions = await extractor.aextract_many([e.content for e in batch])
         inputs: list[tuple[str, FactInput]] = []
         for event, extraction in zip(batch, extractions, strict=True):
@@ -385,7 +383,7 @@ class Consolidator:
         results: dict[str, list[str]] = {}
         if not inputs:
             return results
-        semantic: Any = self.deps.tiers.semantic
+        semantic = self.deps.tiers.semantic
         facts = [fact for _, fact in inputs]
         try:
             ids: list[str | None] = list(await semantic.aadd_facts(facts))

@@ -105,7 +105,7 @@ def _tier_for(
     if given is not None and given.memory_type is kind:
         return given
     if live:
-        return live[0].deps.tier(kind)
+        return live[0].deps.tiers.tier(kind)
     return TierSet(context, user_id=user_id).tier(kind)
 
 

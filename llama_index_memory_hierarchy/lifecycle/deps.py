@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.lifecycle.llm import configured_llm
@@ -20,26 +20,7 @@ from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
 from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
 from llama_index_memory_hierarchy.retrieval.search import CrossTierSearch
 from llama_index_memory_hierarchy.stores.context import StoreContext
-from llama_index_memory_hierarchy.tiers.base import MemoryTier
-from llama_index_memory_hierarchy.tiers.episodic import EpisodicMemory
-from llama_index_memory_hierarchy.tiers.working import WorkingMemory
-from llama_index_memory_hierarchy.types import MemoryType
-
-
-class Tiers(Protocol):
-    """The four tiers of one memory, each built once with the caller's options."""
-
-    @property
-    def working(self) -> WorkingMemory: ...
-
-    @property
-    def episodic(self) -> EpisodicMemory: ...
-
-    @property
-    def semantic(self) -> MemoryTier: ...
-
-    @property
-    def perceptual(self) -> MemoryTier: ...
+from llama_index_memory_hierarchy.tiers.tierset import TierSet
 
 
 @dataclass
@@ -62,7 +43,7 @@ class LifecycleDeps:
     """The stores, tiers, tables, LLMs, settings and owner callbacks of one user's memory lifecycle."""
 
     context: StoreContext
-    tiers: Tiers
+    tiers: TierSet
     store: LifecycleStore
     search: CrossTierSearch
     config: MemoryConfig
@@ -83,8 +64,3 @@ class LifecycleDeps:
     def background_llm(self) -> Any:
         """The LLM for consolidation, reflection and summaries (may be the bundled model; see settings)."""
         return configured_llm(self.llm_given, allow_local=self.settings.use_local_llm)
-
-    def tier(self, memory_type: MemoryType | str) -> MemoryTier:
-        """The tier of ``memory_type``."""
-        tier: MemoryTier = getattr(self.tiers, MemoryType(memory_type).value)
-        return tier

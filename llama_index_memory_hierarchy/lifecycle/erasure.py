@@ -28,7 +28,7 @@ is recycled by its checkpoints, outside this package's files). The marker goes l
 
 Resumable: a kill at any point leaves the pending record or the marker, and the next open
 of the stores (:func:`aresume_erasures`, run by ``StoreContext``) finishes the erasure;
-``maintenance.verify_indexes`` reports an unfinished one, and graph nodes or stored files of
+``ops.verify.verify_indexes`` reports an unfinished one, and graph nodes or stored files of
 a user without records. Vector indexes on a server (Qdrant, Chroma, a LlamaIndex store) are
 cleared by filter and optimised where they can be; their files are the server's.
 """
@@ -40,7 +40,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -132,15 +131,9 @@ async def aresume_erasures(context: StoreContext) -> list[str]:
         finished.append(user_digest(user_id))
     if COMPACTION_PENDING in pending and not finished:
         logger.warning("finishing the compaction of an interrupted erasure")
-        await _acompact(context, (await _aopen_spaces(context, None)).values(), _graph(context))
+        await _acompact(context, (await _aopen_spaces(context, None)).values(), [context.graph])
         await store.aend_erasure(COMPACTION_PENDING)
     return finished
-
-
-def _graph(context: StoreContext) -> Any:
-    from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
-
-    return context.resource("graph_store", lambda ctx: UserGraph(open_graph_store(ctx.config)))
 
 
 async def _aopen_spaces(context: StoreContext, user_id: str | None) -> dict[str, Any]:
@@ -180,7 +173,7 @@ async def _aerase(context: StoreContext, user_id: str, compact: bool) -> Erasure
         await index.delete_user(user_id)
 
     # 3. the graph store (nodes carry user_id; deleting them takes their relations)
-    graph = await _aerase_graph(context, user_id, report)
+    graphs = await _aerase_graph(context, user_id, report)
 
     # 4. stored files
     files = FileStore(context.persist_dir)
@@ -192,7 +185,7 @@ async def _aerase(context: StoreContext, user_id: str, compact: bool) -> Erasure
     # nothing of the user is left but bytes: the record naming them gives way to one naming nobody
     await store.aend_erasure(user_id, then=COMPACTION_PENDING if compact else None)
     if compact:
-        await _acompact(context, indexes.values(), graph)
+        await _acompact(context, indexes.values(), graphs)
         await store.aend_erasure(COMPACTION_PENDING)
         report.compacted = True
     logger.info(
@@ -213,21 +206,28 @@ async def _areset_live(context: StoreContext, user_id: str, report: ErasureRepor
         report.live_memories += 1
 
 
-async def _aerase_graph(context: StoreContext, user_id: str, report: ErasureReport) -> Any:
-    graph = _graph(context)
+async def _aerase_graph(context: StoreContext, user_id: str, report: ErasureReport) -> list[Any]:
+    """Clear the user from the graph store and from those the user's open memories were given; the graphs."""
+    graph = context.graph
     counter = getattr(graph.store, "count", None)
     if counter is not None:
         report.graph = await asyncio.to_thread(counter, user_id)
     else:
         report.graph = {"nodes": len(await graph.anodes(user_id))}
-    await graph.aclear_user(user_id)
-    return graph
+    graphs = {id(graph.store): graph}
+    # a memory opened with its own graph store (``graph_store=``) mirrors the user's facts there
+    for memory in live_memories(context, user_id):
+        own = memory.deps.tiers.semantic.graph
+        graphs.setdefault(id(own.store), own)
+    for each in graphs.values():
+        await each.aclear_user(user_id)
+    return list(graphs.values())
 
 
-async def _acompact(context: StoreContext, indexes: Any, graph: Any) -> None:
+async def _acompact(context: StoreContext, indexes: Any, graphs: list[Any]) -> None:
     """Leave no deleted byte in vector folders, SQLite files (free pages, FTS5 segments, WAL) or PostgreSQL heaps."""
     for index in list(indexes):
-        await _arewrite_index(context, index)
+        await context.arewrite_index(index)
     records: Any = context.records
     dialect = getattr(records, "dialect", None)
     if dialect == "sqlite":
@@ -236,24 +236,25 @@ async def _acompact(context: StoreContext, indexes: Any, graph: Any) -> None:
             await conn.exec_driver_sql("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
 
         await records.run_transaction(optimize, write=True, op="fts optimize")
-        async with records._gate(True), records.engine.connect() as conn:
+        async with records.connection(write=True) as conn:
             raw = await conn.get_raw_connection()
             driver = raw.driver_connection  # aiosqlite, autocommit (the store issues BEGIN itself)
             await driver.execute("VACUUM")
             await driver.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     elif dialect == "postgresql":
         await _avacuum_postgres(records)
-    store = getattr(graph, "store", None)
-    client = getattr(store, "client", None)
-    if client is not None:
-        lock = getattr(store, "_lock", None) or contextlib.nullcontext()
+    for graph in graphs:
+        store = getattr(graph, "store", None)
+        client = getattr(store, "client", None)
+        if client is not None:
+            lock = getattr(store, "_lock", None) or contextlib.nullcontext()
 
-        def vacuum() -> None:
-            with lock:
-                client.execute("VACUUM")
-                client.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            def vacuum(client: Any = client, lock: Any = lock) -> None:
+                with lock:
+                    client.execute("VACUUM")
+                    client.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
-        await asyncio.to_thread(vacuum)
+            await asyncio.to_thread(vacuum)
 
 
 async def _avacuum_postgres(records: Any) -> None:
@@ -263,27 +264,3 @@ async def _avacuum_postgres(records: Any) -> None:
         for table in metadata.sorted_tables:
             if table.name in existing:
                 await conn.exec_driver_sql(f'VACUUM FULL "{table.name}"')  # names from our own metadata
-
-
-async def _arewrite_index(context: StoreContext, index: Any) -> None:
-    """Rebuild an embedded vector folder from the records (a fresh WAL and segments); optimise any other index."""
-    from llama_index_memory_hierarchy.maintenance import _reindex_space
-    from llama_index_memory_hierarchy.stores.vector.edge import EdgeVectorIndex
-
-    if not isinstance(index, EdgeVectorIndex):
-        optimize = getattr(index, "optimize", None)
-        if optimize is not None:
-            await optimize()
-        return
-    space, dim, folder = index.space, index.dim, index.path
-    async with context._vector_lock:
-        if context._vectors.get(space) is not index:
-            return  # already replaced
-        del context._vectors[space]
-        await index.close()
-        await asyncio.to_thread(shutil.rmtree, folder, True)
-        fresh = await asyncio.to_thread(lambda: EdgeVectorIndex(context.persist_dir, space, dim, flush_on_write=False))
-        context._vectors[space] = fresh  # writes from now on land in the new folder too
-    await _reindex_space(context.records, fresh, space)
-    await fresh.flush()
-    fresh.flush_on_write = True

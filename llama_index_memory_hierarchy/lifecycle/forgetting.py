@@ -171,7 +171,7 @@ class Forgetter:
         types = _types(memory_types)
         report = ForgetReport(strategy=strategy, dry_run=dry_run, params={k: _jsonable(v) for k, v in checked.items()})
         for memory_type in types:
-            tier: Any = deps.tier(memory_type)
+            tier: Any = deps.tiers.tier(memory_type)
             if memory_type is MemoryType.WORKING:
                 items = tier.get_recent(10**9)
             else:

@@ -232,7 +232,7 @@ class MemoryManager(RuntimeBound):
             "metadata": meta,
             "session_id": session_id,
         }
-        tier: Any = self.deps.tier(kind)
+        tier: Any = self.deps.tiers.tier(kind)
         if kind is MemoryType.PERCEPTUAL and media:
             memory_id = await tier.aadd_perception(content, modality, caption=caption, **common)
         elif kind is MemoryType.PERCEPTUAL and modality:

@@ -105,7 +105,7 @@ class ProfileBuilder:
         records = deps.context.records
         if not await records.count(deps.user_id, memory_type=MemoryType.SEMANTIC):
             return profile
-        semantic: Any = deps.tiers.semantic
+        semantic = deps.tiers.semantic
         facts = await semantic.aget_facts(USER_ENTITY)
         user = await semantic.aget_entity(USER_ENTITY)
         facts += await self._arelatives_facts(semantic, facts, user.id if user is not None else None)

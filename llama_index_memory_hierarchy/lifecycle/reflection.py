@@ -185,5 +185,5 @@ class Reflector:
     async def _astore(self, items: list[MemoryItem]) -> list[str]:
         if not items:
             return []
-        semantic: Any = self.deps.tiers.semantic
+        semantic = self.deps.tiers.semantic
         return list(await semantic.aadd_items(items, dedupe=True))

@@ -16,9 +16,6 @@ from llama_index_memory_hierarchy.lifecycle.compression import ConversationCompr
 from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
 from llama_index_memory_hierarchy.stores.context import StoreContext
 
-#: Key of the registry among the store context's resources.
-LIVE_MEMORIES = "lifecycle.live_memories"
-
 
 class LiveMemory(Protocol):
     """An open memory of one user, as the lifecycle's store-wide operations see it (its manager)."""
@@ -32,8 +29,12 @@ class LiveMemory(Protocol):
     def invalidate(self) -> None: ...
 
 
-def _registry(context: StoreContext) -> weakref.WeakValueDictionary[int, LiveMemory]:
-    return context.resource(LIVE_MEMORIES, lambda _c: weakref.WeakValueDictionary())
+class _Registry(weakref.WeakValueDictionary[int, LiveMemory]):
+    """The live memories of one store context, by ``id()`` (the context holds one)."""
+
+
+def _registry(context: StoreContext) -> _Registry:
+    return context.shared(_Registry)
 
 
 def register(memory: LiveMemory) -> None:

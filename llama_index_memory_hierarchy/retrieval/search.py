@@ -35,11 +35,12 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from llama_index_memory_hierarchy.calibration import SimilarityCalibration, acalibration, group_of
+from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.language import query_stopwords
@@ -64,7 +65,12 @@ from llama_index_memory_hierarchy.ranking.selection import (
 )
 from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
+from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.text import index_terms, keyword_tokens
+from llama_index_memory_hierarchy.tiers.perceptual import PerceptualMemory
+from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory
+from llama_index_memory_hierarchy.tiers.tierset import TierSet
+from llama_index_memory_hierarchy.tiers.working import WorkingMemory
 from llama_index_memory_hierarchy.types import (
     MemoryFilter,
     MemoryItem,
@@ -75,8 +81,30 @@ from llama_index_memory_hierarchy.types import (
     validate_positive_int,
 )
 
-if TYPE_CHECKING:
-    from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
+
+class SearchedMemory(Protocol):
+    """What the search reads of a memory (a ``HierarchicalMemory``), so that it never imports the hierarchy above it."""
+
+    user_id: str
+    config: MemoryConfig
+    #: The memory's own search, which :func:`asearch` runs in a span of the memory.
+    _search: CrossTierSearch | None
+
+    @property
+    def context(self) -> StoreContext: ...
+
+    @property
+    def tier_set(self) -> TierSet: ...
+
+    @property
+    def working(self) -> WorkingMemory: ...
+
+    @property
+    def semantic(self) -> SemanticMemory: ...
+
+    @property
+    def perceptual(self) -> PerceptualMemory: ...
+
 
 logger = logging.getLogger(__name__)
 
@@ -163,9 +191,9 @@ def _speaker(item: MemoryItem) -> str | None:
 
 
 class CrossTierSearch(RuntimeBound):
-    """The search of one :class:`HierarchicalMemory` (its user), over any subset of its tiers."""
+    """The search of one memory (its user), over any subset of its tiers."""
 
-    def __init__(self, memory: HierarchicalMemory) -> None:
+    def __init__(self, memory: SearchedMemory) -> None:
         self.memory = memory
         self._pending: asyncio.Future[Any] | None = None
 
@@ -454,7 +482,7 @@ class CrossTierSearch(RuntimeBound):
 
 @traced("retrieve")
 async def asearch(
-    memory: HierarchicalMemory,
+    memory: SearchedMemory,
     query: str,
     limit: int = 5,
     *,

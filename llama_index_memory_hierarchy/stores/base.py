@@ -24,6 +24,9 @@ from llama_index_memory_hierarchy.types import MemoryFilter, MemoryItem, MemoryT
 
 #: Namespace of memory-tier records; knowledge bases use ``kb:<name>``.
 MEMORY_NAMESPACE = "memory"
+#: Namespace of the satellite records that carry a perception's non-text vectors (other encoders'
+#: spaces): the stores tell them apart from text records when they compare embedding models.
+VECTOR_NAMESPACE = "perceptual:vectors"
 
 
 @dataclass
@@ -202,6 +205,33 @@ class VectorFilter:
     equals: dict[str, str | int | bool | list[str]] = field(default_factory=dict)
     ranges: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     ids: list[str] | None = None
+
+
+def vector_filter(
+    user_id: str,
+    *,
+    namespace: str = MEMORY_NAMESPACE,
+    memory_type: MemoryType | None = None,
+    filters: MemoryFilter | None = None,
+) -> VectorFilter:
+    """Translate a :class:`MemoryFilter` to the payload filter of a vector index."""
+    equals: dict[str, Any] = {"namespace": namespace}
+    ranges: dict[str, tuple[float | None, float | None]] = {}
+    if memory_type is not None:
+        equals["memory_type"] = memory_type.value
+    ids = None
+    if filters is not None:
+        if filters.session_id is not None:
+            equals["session_id"] = filters.session_id
+        if filters.start_time is not None or filters.end_time is not None:
+            ranges["timestamp"] = (
+                filters.start_time.timestamp() if filters.start_time else None,
+                filters.end_time.timestamp() if filters.end_time else None,
+            )
+        if filters.min_importance is not None:
+            ranges["importance"] = (filters.min_importance, None)
+        ids = filters.memory_ids
+    return VectorFilter(user_id=user_id, equals=equals, ranges=ranges, ids=ids)
 
 
 #: Payload keys every memory point carries (indexed for filtering).

@@ -20,29 +20,41 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import ctypes.util
-import fcntl
 import functools
 import logging
 import os
+import shutil
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
 from llama_index_memory_hierarchy.config import MemoryConfig, redact_url
-from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreError, StoreLockedError
+from llama_index_memory_hierarchy.embeddings import EmbeddingService
+from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreError
+from llama_index_memory_hierarchy.language import ANALYZER_VERSION
 from llama_index_memory_hierarchy.runtime import Runtime, get_runtime
 from llama_index_memory_hierarchy.stores.base import (
     MEMORY_NAMESPACE,
     Record,
     RecordStore,
-    VectorFilter,
     VectorIndex,
+    vector_filter,
 )
+from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
+from llama_index_memory_hierarchy.stores.lock import FolderLock
+from llama_index_memory_hierarchy.stores.reconcile import (
+    analyzer_version,
+    areconcile_vectors,
+    foreign_text_spaces,
+    reindex_space,
+)
+from llama_index_memory_hierarchy.stores.record_sql import SQLRecordStore
 from llama_index_memory_hierarchy.stores.vector import as_vector_index, open_vector_index, record_to_point
 from llama_index_memory_hierarchy.stores.vector._common import check_vector
+from llama_index_memory_hierarchy.stores.vector.edge import EdgeVectorIndex
 from llama_index_memory_hierarchy.types import MemoryFilter, MemoryType
 
 logger = logging.getLogger(__name__)
@@ -56,70 +68,6 @@ _CLOSE_WAIT_S = 120.0
 #: Background re-drains after a failed index write: attempts and the first delay (doubling).
 _RETRY_ATTEMPTS = 6
 _RETRY_FIRST_DELAY_S = 0.5
-
-
-class _FolderLock:
-    """An exclusive advisory lock on the persist folder: embedded stores serve one process."""
-
-    def __init__(self, folder: Path) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / ".lock"
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = self._holder()
-            os.close(self._fd)
-            if holder == os.getpid():
-                raise StoreLockedError(
-                    f"{folder}: already open in this process with other settings (embedding model or store "
-                    "URLs); open every memory of a folder with the same config and embed_model so they share "
-                    "one set of stores"
-                ) from None
-            raise StoreLockedError(
-                f"{folder}: held by another process{f' (pid {holder})' if holder else ''}; embedded stores "
-                "serve one process (share one HierarchicalMemory per process, or use a server deployment)"
-            ) from None
-        os.ftruncate(self._fd, 0)
-        os.write(self._fd, str(os.getpid()).encode())
-
-    def _holder(self) -> int | None:
-        """The pid the holder wrote into the lock file, if readable."""
-        try:
-            return int(os.pread(self._fd, 32, 0).decode().strip() or 0) or None
-        except (OSError, ValueError):
-            return None
-
-    def release(self) -> None:
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
-        os.close(self._fd)
-
-
-def vector_filter(
-    user_id: str,
-    *,
-    namespace: str = MEMORY_NAMESPACE,
-    memory_type: MemoryType | None = None,
-    filters: MemoryFilter | None = None,
-) -> VectorFilter:
-    """Translate a :class:`MemoryFilter` to the payload filter of a vector index."""
-    equals: dict[str, Any] = {"namespace": namespace}
-    ranges: dict[str, tuple[float | None, float | None]] = {}
-    if memory_type is not None:
-        equals["memory_type"] = memory_type.value
-    ids = None
-    if filters is not None:
-        if filters.session_id is not None:
-            equals["session_id"] = filters.session_id
-        if filters.start_time is not None or filters.end_time is not None:
-            ranges["timestamp"] = (
-                filters.start_time.timestamp() if filters.start_time else None,
-                filters.end_time.timestamp() if filters.end_time else None,
-            )
-        if filters.min_importance is not None:
-            ranges["importance"] = (filters.min_importance, None)
-        ids = filters.memory_ids
-    return VectorFilter(user_id=user_id, equals=equals, ranges=ranges, ids=ids)
 
 
 class StoreContext:
@@ -138,16 +86,13 @@ class StoreContext:
         key: tuple[Any, ...],
         vector_store: Any = None,
     ) -> None:
-        from llama_index_memory_hierarchy.embeddings import EmbeddingService
-        from llama_index_memory_hierarchy.stores.record_sql import SQLRecordStore
-
         self.config = config
         self.runtime = runtime
         self.persist_dir = Path(config.persist_dir).expanduser().resolve()
         self._key = key
         self._refs = 0
         self._vector_store = vector_store
-        self._lock = _FolderLock(self.persist_dir) if self._is_embedded() else None
+        self._lock = FolderLock(self.persist_dir) if self._is_embedded() else None
         self.records: RecordStore = SQLRecordStore(
             config.resolved_record_store_url, sqlite_synchronous=config.sqlite_synchronous
         )
@@ -155,7 +100,9 @@ class StoreContext:
         self._vectors: dict[str, VectorIndex] = {}
         self._vector_lock = asyncio.Lock()
         self._outbox_lock = asyncio.Lock()
-        self._resources: dict[str, Any] = {}
+        self._shared: dict[tuple[Any, ...], Any] = {}
+        self._locks: dict[tuple[Any, ...], asyncio.Lock] = {}
+        self._graph: UserGraph | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._retry: asyncio.Task[Any] | None = None
         #: ``space -> records`` embedded by another text model (counted when the space is first resolved).
@@ -196,7 +143,7 @@ class StoreContext:
         """The shared context for this configuration (created on first use).
 
         On first use it also finishes any user erasure a killed process left (``resume_erasures``;
-        ``maintenance.verify_indexes`` opens without, to report one).
+        ``ops.verify.verify_indexes`` opens without, to report one).
 
         ``vector_store`` replaces the configured vector backend: a LlamaIndex
         ``BasePydanticVectorStore`` (or a ``VectorIndex``) serving the text embedding space, or a
@@ -308,15 +255,10 @@ class StoreContext:
         await self._adrain_or_retry()
         if self._lock is not None and not self.config.vectors_on_server:
             # Vector indexes held by this process alone: repair any that lost acknowledged points.
-            from llama_index_memory_hierarchy.maintenance import areconcile_vectors
-
             await areconcile_vectors(self)
 
     async def _acheck_analyzer(self) -> None:
         """Warn when the keyword text was written by another keyword analysis (``lmh reindex`` recomputes it)."""
-        from llama_index_memory_hierarchy.language import ANALYZER_VERSION
-        from llama_index_memory_hierarchy.maintenance import analyzer_version
-
         found = await analyzer_version(self.records)
         if found != ANALYZER_VERSION:
             logger.warning(
@@ -332,20 +274,44 @@ class StoreContext:
             self._retry.cancel()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
-        for resource in self._resources.values():
-            close = getattr(resource, "aclose", None)
+        if self._graph is not None:
+            await self._graph.aclose()
+        for value in self._shared.values():
+            close = getattr(value, "aclose", None)
             if close is not None:
                 await close()
         for index in self._vectors.values():
             await index.close()
         await self.records.close()
 
-    def resource(self, name: str, factory: Callable[[StoreContext], T]) -> T:
-        """A lazily created resource shared by every user of this context (graph store, file store)."""
+    @property
+    def graph(self) -> UserGraph:
+        """The knowledge graph of this deployment (every user's facts), opened on first use."""
         with self._registry_lock:
-            if name not in self._resources:
-                self._resources[name] = factory(self)
-            return self._resources[name]
+            if self._graph is None:
+                self._graph = UserGraph(open_graph_store(self.config))
+            return self._graph
+
+    def shared(self, kind: Callable[..., T], *key: Hashable) -> T:
+        """The one ``kind(*key)`` of this context, made on first use and shared by every memory over it.
+
+        For state a layer above keeps per deployment (a tier's per-user index, a cache): the class is
+        the key, so two modules cannot collide on a name; an ``aclose`` is awaited when the context closes.
+        """
+        slot = (kind, *key)
+        with self._registry_lock:
+            if slot not in self._shared:
+                self._shared[slot] = kind(*key)
+            return self._shared[slot]
+
+    def lock(self, owner: type, *key: Hashable) -> asyncio.Lock:
+        """The asyncio lock of ``owner`` (the class whose work it serialises) for ``key``, one per context.
+
+        Every memory object over these stores gets the same lock, so their writes for one user never interleave.
+        """
+        slot = (owner, *key)
+        with self._registry_lock:
+            return self._locks.setdefault(slot, asyncio.Lock())
 
     def spawn(self, coro: Any) -> None:
         """Run a coroutine in the background on the runtime loop; awaited on close."""
@@ -397,8 +363,6 @@ class StoreContext:
         await self.embeddings.aprobe()
         space = self.embeddings.space
         if self.foreign_spaces is None:
-            from llama_index_memory_hierarchy.maintenance import foreign_text_spaces
-
             self.foreign_spaces = await foreign_text_spaces(self.records, space)
             if self.foreign_spaces:
                 logger.warning(
@@ -567,6 +531,29 @@ class StoreContext:
                     logger.error("memory %s cannot be indexed and is skipped: %s", record.item.id, exc)
 
     # ------------------------------------------------------------------ reads
+    async def arewrite_index(self, index: VectorIndex) -> None:
+        """Rebuild an embedded vector folder from the records (a fresh WAL and segments); optimise any other index.
+
+        Erasure calls this so that no deleted vector stays readable in a segment or the WAL.
+        """
+        if not isinstance(index, EdgeVectorIndex):
+            optimize = getattr(index, "optimize", None)
+            if optimize is not None:
+                await optimize()
+            return
+        space, dim, folder = index.space, index.dim, index.path
+        async with self._vector_lock:
+            if self._vectors.get(space) is not index:
+                return  # already replaced
+            del self._vectors[space]
+            await index.close()
+            await asyncio.to_thread(shutil.rmtree, folder, True)
+            fresh = await asyncio.to_thread(lambda: EdgeVectorIndex(self.persist_dir, space, dim, flush_on_write=False))
+            self._vectors[space] = fresh  # writes from now on land in the new folder too
+        await reindex_space(self.records, fresh, space)
+        await fresh.flush()
+        fresh.flush_on_write = True
+
     async def adense_search(
         self,
         user_id: str,

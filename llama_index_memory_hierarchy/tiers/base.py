@@ -26,7 +26,7 @@ from llama_index_memory_hierarchy.types import (
 )
 
 if TYPE_CHECKING:
-    from llama_index_memory_hierarchy.retrieval.retriever import TierRetriever
+    from llama_index_memory_hierarchy.tiers.retriever import TierRetriever
 
 #: Forgetting strategies every tier accepts (a tier may raise for one it cannot apply).
 FORGET_STRATEGIES = ("importance_based", "time_based", "capacity_based", "decay")
@@ -165,7 +165,7 @@ class MemoryTier(RuntimeBound, ABC):
 
     def as_retriever(self, similarity_top_k: int = 5, **filters: Any) -> TierRetriever:
         """This tier as a LlamaIndex ``BaseRetriever`` returning ``NodeWithScore``."""
-        from llama_index_memory_hierarchy.retrieval.retriever import TierRetriever
+        from llama_index_memory_hierarchy.tiers.retriever import TierRetriever  # llama_index.core: on first use
 
         return TierRetriever(tier=self, similarity_top_k=similarity_top_k, filters=filters)
 

@@ -18,12 +18,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from llama_index_memory_hierarchy.calibration import acalibration, group_of
-from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.ranking.fusion import recency, score_items
 from llama_index_memory_hierarchy.ranking.pipeline import DEFAULT_RECIPE, Candidate, keyword_terms, rank_candidates
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, Record
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
-from llama_index_memory_hierarchy.types import MemoryFilter, MemoryItem, as_utc, matches, utcnow, validate_content
+from llama_index_memory_hierarchy.types import (
+    MemoryFilter,
+    MemoryItem,
+    as_utc,
+    matches,
+    utcnow,
+    validate_content,
+    validate_positive_int,
+)
 
 if TYPE_CHECKING:
     from llama_index_memory_hierarchy.stores.context import StoreContext
@@ -187,8 +194,7 @@ class StoredTier(MemoryTier):
 
     async def aretrieve(self, query: str, limit: int = 5, **filters: Any) -> list[MemoryItem]:
         query = validate_content(query, "query")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise MemoryValidationError("limit", f"must be a positive integer, got {limit!r}")
+        limit = validate_positive_int(limit, "limit")
         flt = MemoryFilter.from_kwargs(**filters)
         relevance, found = await self._arank_records(query, flt, limit)
         ranked = score_items(

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
 from llama_index_memory_hierarchy.tiers.episodic import EpisodicMemory
-from llama_index_memory_hierarchy.tiers.perceptual import PerceptualMemory
-from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory
+from llama_index_memory_hierarchy.tiers.perceptual import PerceptionSettings, PerceptualMemory
+from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory, SemanticSettings
 from llama_index_memory_hierarchy.tiers.stored import StoredTier
 from llama_index_memory_hierarchy.tiers.working import EvictionHandler, WorkingMemory
 from llama_index_memory_hierarchy.types import MemoryType
@@ -38,7 +38,8 @@ class TierSet:
     """The tiers of ``user_id`` over one store context (see the module docstring).
 
     ``llm`` serves extraction and captions, ``graph_store`` the semantic tier's graph (default:
-    the store context's), ``perception_encoders`` the perceptual tier. ``delete`` routes every
+    the store context's), ``perception_encoders`` the perceptual tier; ``semantic_settings`` and
+    ``perception_settings`` tune those two tiers (default: their defaults). ``delete`` routes every
     tier's removals through the owner's deletion path; ``on_evict`` receives what working
     memory evicts. Without them a tier deletes its own records (with the cascade) and
     evicted items are dropped.
@@ -54,6 +55,8 @@ class TierSet:
         llm: Any = None,
         graph_store: PropertyGraphStore | None = None,
         perception_encoders: Sequence[Any] = (),
+        semantic_settings: SemanticSettings | None = None,
+        perception_settings: PerceptionSettings | None = None,
         delete: Deleter | None = None,
         on_evict: EvictionHandler | None = None,
     ) -> None:
@@ -64,6 +67,8 @@ class TierSet:
         self._llm = llm
         self._graph_store = graph_store
         self._encoders = tuple(perception_encoders)
+        self._semantic_settings = semantic_settings
+        self._perception_settings = perception_settings
         self._delete = delete
         self._on_evict = on_evict
 
@@ -96,6 +101,7 @@ class TierSet:
                 context=self.context,
                 llm=self._llm,
                 graph_store=self._graph_store,
+                settings=self._semantic_settings,
             )
         )
 
@@ -109,6 +115,7 @@ class TierSet:
                 context=self.context,
                 llm=self._llm,
                 encoders=self._encoders,
+                settings=self._perception_settings,
             )
         )
 

@@ -72,11 +72,13 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     import llama_index_memory_hierarchy.tiers.base as base
     import llama_index_memory_hierarchy.tiers.episodic as episodic
     import llama_index_memory_hierarchy.tiers.semantic.tier as semantic
+    import llama_index_memory_hierarchy.tiers.semantic.writer as semantic_writer
+    import llama_index_memory_hierarchy.tiers.stored as stored
     import llama_index_memory_hierarchy.tiers.working as working
     import llama_index_memory_hierarchy.types as types
 
     fake = Clock(datetime(2025, 3, 1, 9, 0, tzinfo=UTC))
-    for module in (hierarchy, forgetting, base, episodic, semantic, working, types):
+    for module in (hierarchy, forgetting, base, episodic, stored, semantic, semantic_writer, working, types):
         if hasattr(module, "utcnow"):
             monkeypatch.setattr(module, "utcnow", fake)
     return fake

@@ -18,19 +18,19 @@ import sys
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-STAGES = {"graph": "_aerase_graph", "compact": "_arewrite_index"}
-
 
 def main(persist_dir: str, user_id: str, stage: str) -> None:
     from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
     from llama_index_memory_hierarchy.lifecycle import erasure
+    from llama_index_memory_hierarchy.stores.context import StoreContext
 
     async def stall(*_args: object, **_kwargs: object) -> None:
         sys.stdout.write("STALLED\n")
         sys.stdout.flush()
         await asyncio.sleep(3600)
 
-    setattr(erasure, STAGES[stage], stall)
+    owner, name = {"graph": (erasure, "_aerase_graph"), "compact": (StoreContext, "arewrite_index")}[stage]
+    setattr(owner, name, stall)
     memory = HierarchicalMemory.from_defaults(
         user_id=user_id, session_id="eraser", persist_dir=persist_dir, embed_model="hashing"
     )

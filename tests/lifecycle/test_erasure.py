@@ -314,7 +314,7 @@ def test_sigkill_during_erasure_is_finished_on_the_next_open(tmp_path: Path) -> 
     erasure (during the compaction), then the next open finishes it: no byte of the user anywhere."""
     from llama_index_memory_hierarchy.config import MemoryConfig
     from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
-    from llama_index_memory_hierarchy.maintenance import averify_indexes, verify_indexes
+    from llama_index_memory_hierarchy.ops.verify import averify_indexes, verify_indexes
 
     folder = tmp_path / "memory"
     common = {"persist_dir": str(folder), "embed_model": "hashing", "chat_history_token_limit": 120}
@@ -355,3 +355,14 @@ def test_sigkill_during_erasure_is_finished_on_the_next_open(tmp_path: Path) -> 
         again.close()
     for needle in (ERIN, ERIN_WORD, ERIN_SESSION):
         assert raw_hits(folder, needle) == [], needle
+
+
+def test_forget_user_erases_the_graph_store_the_memory_was_given(make_memory, tmp_path: Path) -> None:
+    from llama_index_memory_hierarchy.stores.graph.sqlite import SQLitePropertyGraphStore
+
+    custom = SQLitePropertyGraphStore(tmp_path / "custom" / GRAPH_DB_NAME)
+    memory = make_memory(ERIN, graph_store=custom)
+    memory.semantic.add_fact(ERIN_WORD.capitalize(), "lives_in", "Utrecht")
+    assert custom.count(ERIN)["nodes"] > 0
+    memory.manager.forget_user()
+    assert custom.count(ERIN) == {"nodes": 0, "relations": 0}

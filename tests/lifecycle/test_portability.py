@@ -194,3 +194,17 @@ def test_export_session_markdown_and_json(rich, tmp_path: Path) -> None:
     assert "0 turns" in empty and "Nothing consolidated" in empty
     with pytest.raises(MemoryValidationError, match="format"):
         memory.manager.export_session(format="pdf")
+
+
+def test_import_rebuilds_the_graph_store_the_memory_was_given(make_memory, tmp_path: Path) -> None:
+    from llama_index_memory_hierarchy.stores.graph.sqlite import GRAPH_DB_NAME, SQLitePropertyGraphStore
+
+    custom = SQLitePropertyGraphStore(tmp_path / "custom" / GRAPH_DB_NAME)
+    memory = make_memory(graph_store=custom)
+    memory.semantic.add_fact("Alice", "lives_in", "Utrecht")
+    keys = custom.relation_keys("alice")
+    path = tmp_path / "alice.json"
+    memory.manager.export_user(None, path)
+    custom.delete_relations(keys, user_id="alice")  # the graph lost its relation; the records kept the fact
+    memory.manager.import_user(path)
+    assert custom.relation_keys("alice") == keys

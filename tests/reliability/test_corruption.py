@@ -16,7 +16,8 @@ from store_checks import assert_graph_agrees, assert_indexes_agree, clone_folder
 
 from llama_index_memory_hierarchy import HierarchicalMemory
 from llama_index_memory_hierarchy.errors import StoreError, StoreLockedError
-from llama_index_memory_hierarchy.maintenance import rebuild_indexes, verify_indexes
+from llama_index_memory_hierarchy.ops.rebuild import rebuild_indexes
+from llama_index_memory_hierarchy.ops.verify import averify_indexes, verify_indexes
 
 FACTS = [
     "Ana's flight to Porto leaves on Friday at 7 am",
@@ -212,7 +213,6 @@ def test_verify_reports_differences_and_repairs_them(filled: Path) -> None:
         index = context.runtime.run(context.avector_index(_space_folder(filled).name, 384))
         some = sorted(context.runtime.run(index.ids()))[:3]
         context.runtime.run(index.delete(some))  # behind the record store's back
-        from llama_index_memory_hierarchy.maintenance import averify_indexes
 
         report = context.runtime.run(averify_indexes(context))
         assert not report.ok and report.spaces[0].missing == some

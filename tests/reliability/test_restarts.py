@@ -52,7 +52,7 @@ def test_folder_held_by_another_process_is_refused_cleanly(tmp_path: Path) -> No
             message = str(caught.value)
             assert str(folder.resolve()) in message and "another process" in message
             assert f"pid {holder.pid}" in message
-        from llama_index_memory_hierarchy.maintenance import rebuild_indexes
+        from llama_index_memory_hierarchy.ops.rebuild import rebuild_indexes
 
         with pytest.raises(StoreLockedError):
             rebuild_indexes(folder)

@@ -18,7 +18,7 @@ import pytest
 
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreLockedError
-from llama_index_memory_hierarchy.migrate import load_target_config, main, migrate
+from llama_index_memory_hierarchy.ops.migrate import load_target_config, main, migrate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from servers import Unavailable, falkordb_server, fresh_pg_database
@@ -176,3 +176,38 @@ def test_migrate_refuses_bad_sources_and_targets(tmp_path: Path, pg_url: str) ->
     toml_file = tmp_path / "target.toml"
     toml_file.write_text(f'[memory]\nrecord_store_url = "{pg_url}"\nqdrant_url = "http://127.0.0.1:6333"\n')
     assert load_target_config(toml_file).resolved_vector_backend == "qdrant"
+
+
+def test_migrate_keeps_the_keyword_analysis_version(
+    tmp_path: Path, pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The keyword text is copied as it is, so the target says which analysis wrote it: a store from
+    before analysis versions still warns (naming ``lmh reindex``) once it is on the server."""
+    import logging
+    import sqlite3
+
+    from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
+    from llama_index_memory_hierarchy.runtime import get_runtime
+    from llama_index_memory_hierarchy.stores.reconcile import ANALYZER_COMPONENT, analyzer_version
+    from llama_index_memory_hierarchy.stores.record_sql import SQLRecordStore
+
+    source = tmp_path / "old"
+    with HierarchicalMemory.from_defaults(user_id="mia", persist_dir=str(source), embed_model="hashing") as memory:
+        memory.episodic.add("Mia grows tomatoes on her balcony")
+    with sqlite3.connect(source / "memory.db") as db:  # as a release before analysis versions left it
+        db.execute("DELETE FROM schema_info WHERE component = ?", (ANALYZER_COMPONENT,))
+    target = MemoryConfig.create(record_store_url=pg_url, persist_dir=tmp_path / "target", embed_model="hashing")
+
+    report = migrate(source, target)
+    assert report.ok, report.summary()
+
+    async def target_version() -> int:
+        async with SQLRecordStore(pg_url) as store:
+            return await analyzer_version(store)
+
+    assert get_runtime().run(target_version()) == 1
+    checks = {check.what: check for check in report.checks}
+    assert checks["keyword analysis version"].source == checks["keyword analysis version"].target == 1
+    with caplog.at_level(logging.WARNING), HierarchicalMemory.from_defaults(user_id="mia", config=target):
+        pass
+    assert any("keyword analysis v1" in r.getMessage() and "lmh reindex" in r.getMessage() for r in caplog.records)

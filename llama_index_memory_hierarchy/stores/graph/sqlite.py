@@ -192,7 +192,7 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
             raise StoreError(
                 f"{self.path}: not a valid graph database (corrupt or foreign file): {exc}; the graph is derived "
                 "from the semantic fact records: rebuild it with `lmh reindex` "
-                "(llama_index_memory_hierarchy.maintenance.rebuild_indexes), or delete the file"
+                "(llama_index_memory_hierarchy.ops.rebuild.rebuild_indexes), or delete the file"
             ) from exc
         except BaseException:
             self._conn.close()
@@ -592,6 +592,25 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
         """``{user_id: nodes}`` of every user with nodes (consistency checks: a user with no records has none)."""
         rows = self._read("SELECT user_id, COUNT(*) FROM graph_nodes WHERE user_id IS NOT NULL GROUP BY user_id")
         return {str(user): int(count) for user, count in rows}
+
+    def dump(self) -> tuple[list[LabelledNode], list[Relation]]:
+        """Every node (with its embedding) and relation of every user: what ``lmh migrate`` copies."""
+        nodes = self.get()
+        embeddings = {
+            node_id: np.frombuffer(blob, dtype="<f4").astype(float).tolist()
+            for node_id, blob in self._read("SELECT id, embedding FROM graph_nodes WHERE embedding IS NOT NULL")
+        }
+        for node in nodes:
+            if node.id in embeddings:
+                node.embedding = embeddings[node.id]
+        relations = [
+            Relation(label=label, source_id=source, target_id=target, properties=json.loads(props))
+            for source, label, target, props in self._read(
+                "SELECT source_id, label, target_id, properties FROM graph_relations "
+                "ORDER BY source_id, label, target_id"
+            )
+        ]
+        return nodes, relations
 
     def relation_keys(self, user_id: str) -> set[tuple[str, str, str]]:
         """Every ``(source_id, label, target_id)`` of one user: an exact check against the fact records."""

@@ -80,6 +80,10 @@ def as_vector_index(store: Any, space: str, dim: int) -> VectorIndex:
     if isinstance(store, VectorIndex):
         return store
     if isinstance(store, BasePydanticVectorStore):
+        if type(store).__name__ == "ChromaVectorStore":  # fix its add/score/ids semantics (see chroma.py)
+            from llama_index_memory_hierarchy.stores.vector.chroma import adapt_chroma_store  # an optional extra
+
+            store = adapt_chroma_store(store)
         return LlamaVectorIndex(store, space, dim)
     raise MemoryValidationError(
         "vector_store", f"expected a LlamaIndex BasePydanticVectorStore or a VectorIndex, got {type(store).__name__}"

@@ -45,7 +45,7 @@ _CONFIG_FILE = "edge_config.json"
 #: How to recover a damaged folder (it is derived: the record store can rebuild it).
 REBUILD_HINT = (
     "the folder is derived from the record store: rebuild it with `lmh reindex` "
-    "(llama_index_memory_hierarchy.maintenance.rebuild_indexes), or delete it and it is rebuilt on the next open"
+    "(llama_index_memory_hierarchy.ops.rebuild.rebuild_indexes), or delete it and it is rebuilt on the next open"
 )
 
 

@@ -101,8 +101,8 @@ class LlamaVectorIndex(VectorIndex):
     metadata filters with EQ/IN/GTE/LTE, ``delete_nodes(node_ids=...)`` and
     ``delete_nodes(filters=...)``; ``count``/``ids`` use ``get_nodes`` unless the store is a
     ``QdrantVectorStore`` (then the client is used) or offers ``point_ids(filters)`` /
-    ``point_count(filters)``. A plain ``ChromaVectorStore`` is adapted on the way in (see
-    ``chroma.py``); a store whose class sets ``lmh_thread_safe = True`` is called from several
+    ``point_count(filters)``. A plain ``ChromaVectorStore`` is adapted on the way in, by
+    ``as_vector_index`` (see ``chroma.py``); a store whose class sets ``lmh_thread_safe = True`` is called from several
     threads at once, any other one call at a time.
     Search results are re-checked against ``user_id`` (and the id filter) when the store
     returns nodes, so a store that ignores a filter cannot leak another user's points.
@@ -121,10 +121,6 @@ class LlamaVectorIndex(VectorIndex):
             raise MemoryValidationError(
                 "vector_store", f"expected a LlamaIndex BasePydanticVectorStore, got {type(vector_store).__name__}"
             )
-        if type(vector_store).__name__ == "ChromaVectorStore":  # fix its add/score/ids semantics (see chroma.py)
-            from llama_index_memory_hierarchy.stores.vector.chroma import adapt_chroma_store
-
-            vector_store = adapt_chroma_store(vector_store)
         self.store = vector_store
         self.space = validate_space(space)
         self.dim = validate_dim(dim)

@@ -19,11 +19,9 @@ import numpy as np
 from llama_index_memory_hierarchy.perception.encoders import SIGNAL_CAPTION, PerceptionEncoder
 from llama_index_memory_hierarchy.perception.files import FileRef
 from llama_index_memory_hierarchy.perception.media import MediaInfo
-from llama_index_memory_hierarchy.stores.base import Record
+from llama_index_memory_hierarchy.stores.base import VECTOR_NAMESPACE, Record
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
 
-#: Namespace of the satellite records that carry a perception's non-text vectors.
-VECTOR_NAMESPACE = "perceptual:vectors"
 #: Metadata keys the tier owns; user metadata may not set them.
 RESERVED_KEYS = frozenset(
     {"modality", "sha256", "file", "media", "phash", "caption_source", "encoders", "filename", "mime_type"}

@@ -99,7 +99,6 @@ class PerceptualMemory(StoredTier):
         if self.settings.audio_fingerprint and not any(Modality.AUDIO in e.modalities for e in wrapped):
             wrapped.append(AudioEncoderAdapter(SpectralAudioEncoder()))
         self.encoders: list[PerceptionEncoder] = wrapped
-        self._locks: dict[str, asyncio.Lock] = context.resource("perceptual.locks", lambda _ctx: {})
         self.search = PerceptionSearch(
             user_id=self.user_id,
             context=context,
@@ -111,7 +110,7 @@ class PerceptualMemory(StoredTier):
 
     def _lock(self) -> asyncio.Lock:
         """One lock per user: dedupe check, write and file removal never interleave."""
-        return self._locks.setdefault(self.user_id, asyncio.Lock())
+        return self.context.lock(PerceptualMemory, self.user_id)
 
     # ------------------------------------------------------------------ adding
     async def aadd_perception(

@@ -8,6 +8,7 @@ The tier (:mod:`.tier`) stands on helpers that never import it:
 * :mod:`.state`: one user's facts, entities and indexes, shared in-process;
 * :mod:`.supersession`: which facts a new fact ends (bi-temporal), which a deletion reinstates;
 * :mod:`.graph_mirror`: the graph kept in step with the current facts;
+* :mod:`.writer`: every change written to records, state and graph together;
 * :mod:`.entities` and :mod:`.graph_search`: entities by name, and search through the graph;
 * :mod:`.export`: the knowledge graph as JSON, GraphML or HTML.
 """

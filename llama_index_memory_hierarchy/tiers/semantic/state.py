@@ -130,7 +130,7 @@ class SemanticState:
 
 def semantic_state(context: StoreContext, user_id: str) -> SemanticState:
     """The semantic state of ``user_id`` in ``context`` (created empty, not loaded, on first use)."""
-    return context.resource(f"semantic_state:{user_id}", lambda _ctx: SemanticState(user_id))
+    return context.shared(SemanticState, user_id)
 
 
 async def areset_semantic_state(context: StoreContext, user_id: str) -> None:

@@ -21,11 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llama_index_memory_hierarchy.calibration import acalibration
-from llama_index_memory_hierarchy.entity_resolution import EntityResolver, normalize_name, types_compatible
+from llama_index_memory_hierarchy.entity_resolution import EntityResolver
 from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreError
 from llama_index_memory_hierarchy.extraction import (
-    NAME_PREDICATE,
-    USER_ENTITY,
     Extraction,
     Extractor,
     LLMExtractor,
@@ -34,8 +32,7 @@ from llama_index_memory_hierarchy.extraction import (
 )
 from llama_index_memory_hierarchy.llms import resolve_llm
 from llama_index_memory_hierarchy.ranking.fusion import rrf_fuse, score_items
-from llama_index_memory_hierarchy.stores.base import Record
-from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
+from llama_index_memory_hierarchy.stores.graph import UserGraph
 from llama_index_memory_hierarchy.tiers.semantic.entities import EntityInfo, entity_info, find_entity, rank_entities
 from llama_index_memory_hierarchy.tiers.semantic.export import knowledge_graph
 from llama_index_memory_hierarchy.tiers.semantic.facts import (
@@ -56,7 +53,7 @@ from llama_index_memory_hierarchy.tiers.semantic.graph_search import (
 )
 from llama_index_memory_hierarchy.tiers.semantic.settings import SemanticSettings
 from llama_index_memory_hierarchy.tiers.semantic.state import SemanticState, semantic_state
-from llama_index_memory_hierarchy.tiers.semantic.supersession import apply_facts, reinstate_superseded, repoint_entity
+from llama_index_memory_hierarchy.tiers.semantic.writer import FactWriter
 from llama_index_memory_hierarchy.tiers.stored import StoredTier
 from llama_index_memory_hierarchy.types import (
     MemoryFilter,
@@ -109,8 +106,16 @@ class SemanticMemory(StoredTier):
         if graph_store is not None:
             self.graph: UserGraph = UserGraph(graph_store)
         else:
-            self.graph = context.resource("graph_store", lambda ctx: UserGraph(open_graph_store(ctx.config)))
+            self.graph = context.graph
         self.mirror = GraphMirror(self.graph, self.user_id)
+        self.writer = FactWriter(
+            context=context,
+            user_id=self.user_id,
+            session_id=self.session_id,
+            resolver=self.resolver,
+            mirror=self.mirror,
+            functional_predicates=self.settings.functional_predicates,
+        )
         self._state: SemanticState = semantic_state(context, self.user_id)
 
     # ------------------------------------------------------------------ state
@@ -186,85 +191,7 @@ class SemanticMemory(StoredTier):
         return self.blocking(self.aadd_facts(facts))
 
     async def _aadd_facts(self, inputs: Sequence[FactInput], *, strict: bool) -> list[str | None]:
-        """Add facts; with ``strict`` a fact whose subject and object resolve to one entity is an error,
-        otherwise (extracted facts) it is skipped and its id is None."""
-        state = await self._astate()
-        async with state.lock:
-            registry = state.registry
-            assert registry is not None
-            mentions: list[tuple[str, str]] = []
-            named = set()
-            for position, fact in enumerate(inputs):
-                mentions += [(fact.subject, fact.subject_type), (fact.object, fact.object_type)]
-                if fact.predicate == NAME_PREDICATE and fact.subject == USER_ENTITY:
-                    if not self.resolver.name_user(registry, fact.object):
-                        await self._amerge_into_user(state, fact.object)
-                    if self.resolver.name_user(registry, fact.object):
-                        named.add(position)
-            embeddings = self.context.embeddings
-            resolved = await self.resolver.aresolve(
-                registry, mentions, embeddings.aembed_texts, await acalibration(embeddings)
-            )
-            changes = apply_facts(
-                state,
-                inputs,
-                resolved,
-                named=named,
-                functional=self.settings.functional_predicates,
-                strict=strict,
-                now=utcnow(),
-            )
-            new_ids = {f.id for f in changes.new}
-            items = [
-                MemoryItem.create(
-                    id=f.id,
-                    content=changes.texts[f.id],
-                    memory_type=MemoryType.SEMANTIC,
-                    user_id=self.user_id,
-                    session_id=self.session_id,
-                    timestamp=f.valid_at,
-                    importance=f.importance,
-                    metadata=f.metadata,
-                )
-                for f in changes.new
-            ]
-            try:
-                if items:
-                    await self.context.awrite([Record(item=item) for item in items])
-                for fact in changes.changed.values():
-                    if fact.id not in new_ids:
-                        await self.context.records.update(self.user_id, fact.id, metadata=fact.metadata)
-                if changes.changed:
-                    await self.context.drain_outbox()
-            except BaseException:
-                state.loaded = False  # the index may be ahead of the records: reload on next use
-                raise
-            await self.mirror.amirror(state, [*changes.new, *changes.changed.values()], changes.ended)
-            return changes.ids
-
-    async def _amerge_into_user(self, state: SemanticState, name: str) -> None:
-        """The user introduced themselves by a name an entity already has: that entity is the user.
-
-        Its facts are re-pointed to the user's entity (records updated, graph rebuilt); an entity
-        of another strong type (a place or an organisation of that name) is left alone.
-        """
-        registry = state.registry
-        assert registry is not None
-        other = registry.by_alias(normalize_name(name))
-        user = self.resolver.user(registry)
-        if other is None or other.id == user.id or not types_compatible(other.type, "PERSON"):
-            return
-        moved = repoint_entity(state, other, user)
-        for fact in moved:
-            await self.context.records.update(self.user_id, fact.id, metadata=fact.metadata)
-        if moved:
-            await self.context.drain_outbox()
-        logger.info("semantic memory of %s: %r is the user; %d facts moved to the user", self.user_id, name, len(moved))
-        try:
-            await self.mirror.arebuild(state)
-        except Exception as exc:
-            logger.error("semantic memory of %s: graph rebuild failed (%s); retried on next load", self.user_id, exc)
-            state.loaded = False
+        return await self.writer.aadd(await self._astate(), inputs, strict=strict)
 
     # ------------------------------------------------------------------ extraction
     async def aextract_and_add(
@@ -421,7 +348,7 @@ class SemanticMemory(StoredTier):
         state = await self._astate()
         facts = [i for i in ids if i in state.facts]
         if facts:
-            await self._adelete_facts(state, facts)
+            await self.writer.adelete(state, facts)
         deleted = await self.context.adelete(self.user_id, [i for i in ids if i not in state.facts and i not in facts])
         state.statements.difference_update(deleted)
         return facts + deleted, await self._aremove_sources(deleted) if deleted else 0
@@ -436,35 +363,7 @@ class SemanticMemory(StoredTier):
         return self.blocking(self.aremove_sources(source_ids))
 
     async def _aremove_sources(self, source_ids: Sequence[str]) -> int:
-        state = await self._astate()
-        async with state.lock:
-            doomed, touched = state.detach_sources(source_ids)
-            for fact in {f.id: f for f in touched if f.id not in doomed}.values():
-                await self.context.records.update(self.user_id, fact.id, metadata=fact.metadata)
-            if touched:
-                await self.context.drain_outbox()
-                await self.mirror.amirror(state, [f for f in touched if f.current], [])
-        if doomed:
-            await self._adelete_facts(state, sorted(set(doomed)))
-        return len(set(doomed))
-
-    async def _adelete_facts(self, state: SemanticState, fact_ids: Sequence[str]) -> None:
-        """Delete fact records; reinstate facts they had superseded; drop orphan entities."""
-        async with state.lock:
-            await self.context.adelete(self.user_id, list(fact_ids))
-            removed = [f for f in (state.unindex(i) for i in fact_ids) if f is not None]
-            reinstated = reinstate_superseded(state, removed)
-            for fact in reinstated:
-                await self.context.records.update(self.user_id, fact.id, metadata=fact.metadata)
-            if reinstated:
-                await self.context.drain_outbox()
-            assert state.registry is not None
-            orphans = sorted({e for f in removed for e in (f.subject_id, f.object_id) if not state.by_entity.get(e)})
-            for orphan in orphans:
-                state.registry.remove(orphan)
-                state.by_entity.pop(orphan, None)
-            if await self.mirror.aremove(state, removed, orphans):
-                await self.mirror.amirror(state, reinstated, [])
+        return await self.writer.aremove_sources(await self._astate(), source_ids)
 
     async def aclear(self) -> int:
         """Delete every semantic memory of this user and their subgraph (nothing of other users)."""

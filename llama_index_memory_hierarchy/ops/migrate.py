@@ -45,12 +45,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import sqlalchemy as sa
 
 from llama_index_memory_hierarchy.config import ENV_PREFIX, MemoryConfig, redact_url
 from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreError
-from llama_index_memory_hierarchy.stores.graph.sqlite import GRAPH_DB_NAME
+from llama_index_memory_hierarchy.runtime import get_runtime
+from llama_index_memory_hierarchy.stores.context import StoreContext
+from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
+from llama_index_memory_hierarchy.stores.graph.sqlite import GRAPH_DB_NAME, SQLitePropertyGraphStore
+from llama_index_memory_hierarchy.stores.lock import FolderLock
+from llama_index_memory_hierarchy.stores.reconcile import analyzer_version, set_analyzer_version
+from llama_index_memory_hierarchy.stores.record_sql import SQLRecordStore
+from llama_index_memory_hierarchy.stores.schema import index_outbox, memories, metadata
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +64,8 @@ __all__ = ["MigrationReport", "amigrate", "load_target_config", "main", "migrate
 
 #: Rows per batch (one target transaction each).
 BATCH = 500
-#: Tables that are bookkeeping, never copied: the outbox is rebuilt, the schema version is the target's own.
+#: Tables that are bookkeeping, never copied: the outbox is rebuilt, the schema version is the target's own
+#: (its keyword analysis version row follows the copied keyword text: :func:`_copy_analyzer_version`).
 _SKIP_TABLES = {"index_outbox", "schema_info"}
 Progress = Callable[[str], None]
 
@@ -176,8 +183,6 @@ def _key_columns(table: sa.Table) -> list[sa.Column[Any]]:
 
 async def _copy_table(source: Any, target: Any, table: sa.Table, progress: Progress) -> tuple[int, int]:
     """Copy the rows the target lacks; return (source rows, rows inserted)."""
-    from llama_index_memory_hierarchy.stores.schema import index_outbox
-
     keys = _key_columns(table)
     if not keys:
         raise StoreError(f"table {table.name} has no primary key: cannot migrate it safely")
@@ -229,6 +234,22 @@ async def _copy_table(source: Any, target: Any, table: sa.Table, progress: Progr
         progress(f"{table.name}: {total} rows read, {inserted} copied")
 
 
+async def _copy_analyzer_version(
+    source: SQLRecordStore, target: SQLRecordStore, target_was_empty: bool, report: MigrationReport
+) -> None:
+    """Mark the target with the keyword analysis its copied keyword text was written with.
+
+    Why: the text is copied as it is, so a store written by an older analysis must keep saying so
+    (the warning that names ``lmh reindex``); a target that held records already keeps the older
+    of the two versions.
+    """
+    version = await analyzer_version(source)
+    if not target_was_empty:
+        version = min(version, await analyzer_version(target))
+    await target.run_transaction(lambda conn: set_analyzer_version(conn, version), op="migrate analyzer version")
+    report.checks.append(Check("keyword analysis version", version, await analyzer_version(target)))
+
+
 async def _fix_sequences(target: Any, tables: Sequence[sa.Table]) -> None:
     """PostgreSQL: move serial sequences past copied explicit keys (tables whose key was copied)."""
     if target.dialect != "postgresql":
@@ -257,7 +278,6 @@ async def _fix_sequences(target: Any, tables: Sequence[sa.Table]) -> None:
 
 
 async def _check_records(source: Any, target: Any, tables: Sequence[sa.Table], report: MigrationReport) -> None:
-    from llama_index_memory_hierarchy.stores.schema import memories
 
     for table in tables:
         keys = _key_columns(table)
@@ -292,7 +312,6 @@ async def _check_records(source: Any, target: Any, tables: Sequence[sa.Table], r
 
 
 async def _check_vectors(source: Any, context: Any, report: MigrationReport) -> None:
-    from llama_index_memory_hierarchy.stores.schema import memories
 
     m = memories.c
     async with source.engine.connect() as conn:
@@ -315,34 +334,14 @@ async def _check_vectors(source: Any, context: Any, report: MigrationReport) -> 
 
 def _read_graph(path: Path) -> tuple[list[Any], list[Any]]:
     """Every node (with its embedding) and relation of an embedded ``graph.db``."""
-    from llama_index.core.graph_stores.types import Relation
-
-    from llama_index_memory_hierarchy.stores.graph.sqlite import SQLitePropertyGraphStore
-
     store = SQLitePropertyGraphStore(path)
     try:
-        nodes = store.get()
-        embeddings = {
-            node_id: np.frombuffer(blob, dtype="<f4").astype(float).tolist()
-            for node_id, blob in store._read("SELECT id, embedding FROM graph_nodes WHERE embedding IS NOT NULL")
-        }
-        for node in nodes:
-            if node.id in embeddings:
-                node.embedding = embeddings[node.id]
-        relations = [
-            Relation(label=label, source_id=source, target_id=target, properties=json.loads(props))
-            for source, label, target, props in store._read(
-                "SELECT source_id, label, target_id, properties FROM graph_relations "
-                "ORDER BY source_id, label, target_id"
-            )
-        ]
-        return nodes, relations
+        return store.dump()
     finally:
         store.close()
 
 
 async def _copy_graph(source_dir: Path, target: MemoryConfig, report: MigrationReport, progress: Progress) -> None:
-    from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
 
     path = source_dir / GRAPH_DB_NAME
     if not path.exists():
@@ -429,10 +428,6 @@ async def amigrate(
 
     Must run on the package runtime loop (:func:`migrate` does that for you).
     """
-    from llama_index_memory_hierarchy.stores.context import StoreContext, _FolderLock
-    from llama_index_memory_hierarchy.stores.record_sql import SQLRecordStore
-    from llama_index_memory_hierarchy.stores.schema import metadata
-
     say = progress or (lambda message: logger.info("migrate: %s", message))
     source_config = (
         source if isinstance(source, MemoryConfig) else MemoryConfig.create(persist_dir=Path(source).expanduser())
@@ -445,7 +440,7 @@ async def amigrate(
     if source_config.resolved_record_store_url == target_config.resolved_record_store_url:
         raise MemoryValidationError("to", "the target record store is the source's own database")
     report = MigrationReport(str(source_dir), _describe(target_config))
-    lock = await asyncio.to_thread(_FolderLock, source_dir)  # nobody writes to the source meanwhile
+    lock = await asyncio.to_thread(FolderLock, source_dir)  # nobody writes to the source meanwhile
     src = SQLRecordStore(source_config.resolved_record_store_url, sqlite_synchronous=source_config.sqlite_synchronous)
     context = None
     try:
@@ -457,10 +452,12 @@ async def amigrate(
             present = set(await conn.run_sync(lambda s: sa.inspect(s).get_table_names()))
         tables = [t for t in tables if t.name in present]
         await dst.create_tables()
+        target_was_empty = await dst.count(None, namespace=None) == 0
         for table in tables:
             _, inserted = await _copy_table(src, dst, table, say)
             report.copied[f"rows of {table.name}"] = inserted
         await _fix_sequences(dst, tables)
+        await _copy_analyzer_version(src, dst, target_was_empty, report)
         say("indexing vectors from the outbox")
         report.copied["vector operations"] = await context.drain_outbox()
         await _check_records(src, dst, tables, report)
@@ -484,8 +481,6 @@ def migrate(
     **kwargs: Any,
 ) -> MigrationReport:
     """Sync twin of :func:`amigrate` (runs it on the package runtime)."""
-    from llama_index_memory_hierarchy.runtime import get_runtime
-
     return get_runtime().run(amigrate(source, target, **kwargs))
 
 

@@ -18,7 +18,7 @@ from llama_index.core.llms import MockLLM
 from PIL import Image
 from pydantic import Field
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from media_samples import draw_scene, image_bytes, recompressed_copy, write_tone, write_video
 
 from llama_index_memory_hierarchy.errors import LLMRequiredError, MemoryValidationError

@@ -1,4 +1,4 @@
-"""Keyword analysis versions (``maintenance.analyzer_version``) and ``rebuild_indexes`` recomputing keyword text.
+"""Keyword analysis versions (``stores.reconcile.analyzer_version``) and ``rebuild_indexes`` recomputing keyword text.
 
 A store written before the keyword analysis had a version (no ``schema_info`` row) is named
 in a warning on open; ``rebuild_indexes`` recomputes every record's keyword text with today's
@@ -15,7 +15,8 @@ import pytest
 
 from llama_index_memory_hierarchy import HierarchicalMemory
 from llama_index_memory_hierarchy.language import ANALYZER_VERSION, keyword_text
-from llama_index_memory_hierarchy.maintenance import ANALYZER_COMPONENT, rebuild_indexes
+from llama_index_memory_hierarchy.ops.rebuild import rebuild_indexes
+from llama_index_memory_hierarchy.stores.reconcile import ANALYZER_COMPONENT
 
 
 def _open(folder: Path) -> HierarchicalMemory:

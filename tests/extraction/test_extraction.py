@@ -17,6 +17,7 @@ from llama_index_memory_hierarchy.extraction import (
     LLMExtractor,
     OfflineExtractor,
     default_extractor,
+    english,
     normalize_predicate,
 )
 
@@ -131,9 +132,9 @@ async def test_jieba_chinese_entities_and_relations() -> None:
 async def test_without_spacy_capitalised_phrases(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(extraction, "_spacy_nlp", None)
-    monkeypatch.setattr(extraction, "_spacy_failed", False)
-    monkeypatch.setattr(extraction, "SPACY_MODELS", ("no_such_model_xyz",))
+    monkeypatch.setattr(english, "_spacy_nlp", None)
+    monkeypatch.setattr(english, "_spacy_failed", False)
+    monkeypatch.setattr(english, "SPACY_MODELS", ("no_such_model_xyz",))
     with caplog.at_level(logging.WARNING):
         [result] = await OfflineExtractor().aextract_many(["Alice Chen works at Acme Corp in Paris. I live in Berlin."])
     assert "falls back to capitalised phrases" in caplog.text

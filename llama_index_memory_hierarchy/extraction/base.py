@@ -1,0 +1,111 @@
+"""What an extraction yields (entities, facts) and the :class:`Extractor` interface every extractor implements."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from pydantic import BaseModel, Field, field_validator
+
+from llama_index_memory_hierarchy.extraction.relations import normalize_predicate
+
+CONFIDENCE_LLM = 0.9
+CONFIDENCE_PATTERN = 0.6
+CONFIDENCE_APPOSITION = 0.55
+CONFIDENCE_REGEX = 0.35
+
+FIRST_PERSON = {"i", "me", "my", "mine", "myself"}
+CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+LATIN = re.compile(r"[A-Za-z]")
+SENTENCES = re.compile(r"(?<=[.!?。！？])\s*|\n+")
+
+
+def clean_name(name: str) -> str:
+    """An entity mention as stored: whitespace collapsed, edge punctuation and possessive ``'s`` removed."""
+    name = re.sub(r"\s+", " ", name).strip()
+    name = re.sub(r"(?:'s|’s|')$", "", name).strip()
+    return name.strip(" \t\"'“”‘’.,;:!?()[]{}，。！？；：、")
+
+
+class ExtractedEntity(BaseModel):
+    """An entity mention: its name and a coarse type (PERSON, ORG, GPE, ...)."""
+
+    name: str
+    type: str = "ENTITY"
+
+
+class ExtractedFact(BaseModel):
+    """One relation ``subject -predicate-> object`` and where it came from."""
+
+    subject: str
+    predicate: str
+    object: str
+    subject_type: str = "ENTITY"
+    object_type: str = "ENTITY"
+    confidence: float = 0.5
+    extractor: str = "unknown"
+
+    @field_validator("confidence")
+    @classmethod
+    def _clip(cls, value: float) -> float:
+        return min(max(float(value), 0.0), 1.0)
+
+
+class Extraction(BaseModel):
+    """What one text yielded."""
+
+    entities: list[ExtractedEntity] = Field(default_factory=list)
+    facts: list[ExtractedFact] = Field(default_factory=list)
+
+    def merge(self, other: Extraction) -> Extraction:
+        """Both extractions, facts deduplicated on (subject, predicate, object) keeping the most confident."""
+        entities = {e.name.lower(): e for e in [*self.entities, *other.entities]}
+        facts: dict[tuple[str, str, str], ExtractedFact] = {}
+        for fact in [*self.facts, *other.facts]:
+            key = (fact.subject.lower(), fact.predicate, fact.object.lower())
+            if key not in facts or fact.confidence > facts[key].confidence:
+                facts[key] = fact
+        return Extraction(entities=list(entities.values()), facts=list(facts.values()))
+
+
+class Extractor(ABC):
+    """Turns texts into entities and facts."""
+
+    @abstractmethod
+    async def aextract_many(self, texts: Sequence[str]) -> list[Extraction]:
+        """One :class:`Extraction` per text, in order."""
+
+    async def aextract(self, text: str) -> Extraction:
+        """Entities and facts of one text."""
+        return (await self.aextract_many([text]))[0]
+
+    def extract(self, text: str) -> Extraction:
+        """Sync convenience (not for use inside a running event loop)."""
+        return asyncio.run(self.aextract(text))
+
+
+def make_fact(
+    subject: str, predicate: str, obj: str, confidence: float, extractor: str, st: str, ot: str
+) -> ExtractedFact | None:
+    subject, obj = clean_name(subject), clean_name(obj)
+    if not subject or not obj or subject.lower() == obj.lower():
+        return None
+    return ExtractedFact(
+        subject=subject,
+        predicate=normalize_predicate(predicate),
+        object=obj,
+        subject_type=st,
+        object_type=ot,
+        confidence=confidence,
+        extractor=extractor,
+    )
+
+
+def unique_facts(facts: Sequence[ExtractedFact | None]) -> list[ExtractedFact]:
+    unique: dict[tuple[str, str, str], ExtractedFact] = {}
+    for fact in facts:
+        if fact is not None:
+            unique.setdefault((fact.subject.lower(), fact.predicate, fact.object.lower()), fact)
+    return list(unique.values())

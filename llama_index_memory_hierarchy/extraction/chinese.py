@@ -1,0 +1,463 @@
+"""Chinese facts from clause patterns over jieba part-of-speech tags."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from typing import Any
+
+from llama_index_memory_hierarchy.extraction.base import (
+    CJK,
+    ExtractedEntity,
+    ExtractedFact,
+    Extraction,
+    make_fact,
+    unique_facts,
+)
+from llama_index_memory_hierarchy.extraction.relations import (
+    NAME_PREDICATE,
+    ORG_PREDICATES,
+    PLACE_PREDICATES,
+    USER_ENTITY,
+    base_form,
+    negate_predicate,
+    normalize_predicate,
+)
+
+_JIEBA_TYPES = {"nr": "PERSON", "nrt": "PERSON", "nrfg": "PERSON", "ns": "PLACE", "nt": "ORG", "nz": "ENTITY"}
+_jieba_ready = threading.Lock()
+_jieba_pseg: Any = None
+
+#: Chinese relation verbs and the canonical predicate each states (explicit data, as in English).
+ZH_VERBS: dict[str, str] = {
+    "喜欢": "likes", "喜爱": "likes", "爱": "loves", "热爱": "loves", "爱好": "likes", "讨厌": "dislikes",
+    "恨": "hates", "偏爱": "prefers", "更喜欢": "prefers", "有": "has", "养": "has", "拥有": "has",
+    "喝": "drinks", "吃": "eats", "说": "speaks", "讲": "speaks", "会说": "speaks", "学": "learns",
+    "学习": "learns", "用": "uses", "使用": "uses", "开": "drives", "弹": "plays", "打": "plays", "踢": "plays",
+    "玩": "plays", "读": "reads", "看": "watches", "写": "writes", "认识": "knows", "研究": "studies",
+    "教": "teaches", "管理": "manages", "负责": "is_responsible_for", "养成": "has", "穿": "wears",
+    "抽": "smokes", "听": "listens_to", "信仰": "believes_in", "支持": "supports", "关注": "follows",
+    "做": "does", "修": "fixes", "修复": "fixes", "完成": "finishes", "准备": "prepares", "整理": "organizes",
+    "自动化": "automates", "发": "sends", "联系": "contacts", "检查": "checks", "更新": "updates",
+    "订": "books", "预订": "books", "买": "buys", "卖": "sells", "去": "goes_to", "访问": "visits",
+    "参加": "attends", "骑": "rides", "练": "practices", "练习": "practices", "收集": "collects",
+    "嫁给": "married_to", "娶": "married_to", "照顾": "takes_care_of", "经营": "runs", "创办": "founded",
+}  # fmt: skip
+#: Chinese relation nouns ("我妹妹小红" -> 小红 sister_of User).
+ZH_RELATIONS: dict[str, str] = {
+    "妻子": "spouse", "老婆": "spouse", "太太": "spouse", "丈夫": "spouse", "老公": "spouse", "爱人": "spouse",
+    "妈妈": "mother_of", "母亲": "mother_of", "爸爸": "father_of", "父亲": "father_of", "哥哥": "brother_of",
+    "弟弟": "brother_of", "姐姐": "sister_of", "妹妹": "sister_of", "儿子": "son_of", "女儿": "daughter_of",
+    "同事": "colleague_of", "朋友": "friend_of", "好朋友": "friend_of", "老板": "boss_of", "经理": "manager_of",
+    "领导": "boss_of", "上司": "boss_of", "老师": "teacher_of", "室友": "roommate_of", "男朋友": "boyfriend_of",
+    "女朋友": "girlfriend_of", "邻居": "neighbor_of", "同学": "classmate_of", "医生": "doctor_of",
+    "导师": "advisor_of", "客户": "client_of", "助理": "assistant_of", "表哥": "cousin_of", "表妹": "cousin_of",
+    "堂哥": "cousin_of", "爷爷": "grandfather_of", "奶奶": "grandmother_of", "外婆": "grandmother_of",
+    "外公": "grandfather_of", "孩子": "child_of", "未婚妻": "fiancee_of", "未婚夫": "fiance_of",
+}  # fmt: skip
+_ZH_ATTRIBUTES = {
+    "名字": NAME_PREDICATE,
+    "生日": "birthday",
+    "职业": "works_as",
+    "工作": "works_as",
+    "家乡": "hometown",
+}
+_ZH_NEGATIONS = {
+    "不",
+    "没",
+    "没有",
+    "从不",
+    "从来不",
+    "从没",
+    "从没有",
+    "从来没有",
+    "不再",
+    "再也不",
+    "别",
+    "未",
+    "不会",
+}
+#: Verb-object compounds with the relation they state of their indirect object ("给客户发邮件" -> emails 客户).
+_ZH_VERB_OBJECTS = {
+    "发邮件": "emails",
+    "打电话": "calls",
+    "写信": "writes_to",
+    "发消息": "messages",
+    "回复": "replies_to",
+}
+_ZH_NO_LONGER = {"不再", "再也不", "已经不"}
+_ZH_HEDGES = {"可能", "也许", "大概", "好像", "或许", "估计", "似乎", "应该", "觉得", "认为", "猜", "听说"}
+_ZH_CONDITIONS = ("如果", "要是", "假如", "万一", "的话", "假设", "除非")
+_ZH_REQUESTS = {"让", "叫", "要求", "请", "吩咐", "嘱咐", "命令", "派", "安排", "交代", "托"}
+_ZH_CONTROL = {
+    "想": "wants_to", "想要": "wants_to", "要": "plans_to", "打算": "plans_to", "计划": "plans_to",
+    "准备": "plans_to", "希望": "hopes_to", "决定": "plans_to", "将": "plans_to", "将要": "plans_to",
+}  # fmt: skip
+_ZH_WORK = {"工作", "上班", "任职", "实习", "就职"}
+_ZH_STUDY = {"读书", "上学", "读", "念书", "学习", "读大学", "上大学", "留学"}
+_ZH_LIVE = {"住在", "生活在", "定居在", "居住在", "住", "居住", "生活", "定居"}
+_ZH_MOVE = {"搬到", "搬去", "搬家到", "移居", "搬到了"}
+_ZH_JOB = {"当", "做", "担任", "从事"}
+_ZH_PHRASE_ENDS = {*_ZH_WORK, *_ZH_STUDY, *_ZH_LIVE, *_ZH_JOB, *_ZH_VERB_OBJECTS, "过敏", "出差", "旅游", "旅行"}
+_ZH_NOUNISH = ("n", "eng", "vn", "an", "j", "l")
+_ZH_PERSON_PRONOUNS = {"他", "她"}
+_ZH_SKIP_FLAGS = ("ul", "uz", "ug", "m", "q", "mq", "u")
+_ZH_MODIFIER_FLAGS = ("d", "t", "f", "tg", "dg", "c")
+
+
+def posseg() -> Any:
+    """A private jieba POS tokenizer (its dictionary is not shared with other users of jieba)."""
+    global _jieba_pseg
+    if _jieba_pseg is None:
+        with _jieba_ready:
+            if _jieba_pseg is None:
+                import jieba
+                import jieba.posseg as pseg
+
+                jieba.setLogLevel(logging.ERROR)
+                tokenizer = jieba.Tokenizer()
+                tokenizer.initialize()
+                for word, tag in [*((w, "v") for w in ZH_VERBS), *((w, "n") for w in ZH_RELATIONS)]:
+                    tokenizer.add_word(word, tag=tag)
+                for word in ("过敏", "不再", "再也不", "已经不"):
+                    tokenizer.add_word(word, tag="d" if word != "过敏" else "v")
+                _jieba_pseg = pseg.POSTokenizer(tokenizer)
+    return _jieba_pseg
+
+
+def _verb_object(word: str, flag: str) -> bool:
+    """ "喝酒", "弹钢琴": a relation verb and its object written as one word (not "学生", "打算")."""
+    if word in ZH_VERBS or word in _ZH_CONTROL or word in _ZH_REQUESTS or word in ZH_RELATIONS or len(word) < 2:
+        return False
+    return word[0] in ZH_VERBS and (flag.startswith("v") or len(word) > 2)
+
+
+def _verbal(pair: tuple[str, str]) -> bool:
+    word, flag = pair
+    return flag.startswith("v") or word in ZH_VERBS or _verb_object(word, flag)
+
+
+class _ChineseReader:
+    """Clause patterns over jieba part-of-speech tags: subject, negation/modality, relation verb, object."""
+
+    NAME = "jieba"
+
+    def __init__(self) -> None:
+        self.people: list[str] = []
+        self.facts: list[ExtractedFact | None] = []
+        self.entities: dict[str, ExtractedEntity] = {}
+
+    def read(self, text: str) -> Extraction:
+        for sentence in re.split(r"(?<=[。！？!?；;\n])", text):
+            if not CJK.search(sentence) or self._skip_sentence(sentence):
+                continue
+            subject: tuple[str, str] | None = None
+            for clause in re.split(r"[，,：:。！!；;\n]+|但是|所以|而且|因为|不过", sentence):
+                words = self._words(clause)
+                if words:
+                    subject = self._clause(words, subject)
+        return Extraction(entities=list(self.entities.values()), facts=unique_facts(self.facts))
+
+    @staticmethod
+    def _skip_sentence(sentence: str) -> bool:
+        stripped = sentence.strip().rstrip("。！!；;")
+        return (
+            "?" in sentence
+            or "？" in sentence
+            or stripped.endswith(("吗", "呢", "吧"))
+            or any(c in sentence for c in _ZH_CONDITIONS)
+        )
+
+    def _words(self, clause: str) -> list[tuple[str, str]]:
+        words: list[tuple[str, str]] = []
+        for pair in posseg().cut(clause.strip()):
+            word, flag = pair.word, pair.flag
+            if not word.strip():
+                continue
+            if len(word) > 1 and word[0] == "我" and flag != "r":  # "我会" tagged as one noun
+                words += [("我", "r"), (word[1:], "v" if word[1:] in ZH_VERBS or word[1:] == "会" else flag)]
+                continue
+            if len(word) > 1 and word[0] in "不没" and (word[1:] in ZH_VERBS or word[1:] in _ZH_LIVE):  # "不吃"
+                words += [(word[0], "d"), (word[1:], "v")]
+                continue
+            if flag in _JIEBA_TYPES and len(word) > 1:
+                self.entities.setdefault(word, ExtractedEntity(name=word, type=_JIEBA_TYPES[flag]))
+            if word in ZH_VERBS and not flag.startswith(("nr", "ns", "nt")):
+                flag = "v"
+            words.append((word, flag))
+        return words
+
+    # ------------------------------------------------------------------ pieces
+    def _person(self, word: str, flag: str) -> tuple[str, str] | None:
+        if word == "我":
+            return USER_ENTITY, "PERSON"
+        if word in _ZH_PERSON_PRONOUNS:
+            return (self.people[-1], "PERSON") if len(set(self.people)) == 1 else None
+        if flag in {"nr", "nrt", "nrfg"} and len(word) > 1:
+            return word, "PERSON"
+        if flag in {"nt", "nz", "ns"} and len(word) > 1:
+            return word, _JIEBA_TYPES[flag]
+        return None
+
+    def _subject(self, words: list[tuple[str, str]]) -> tuple[tuple[str, str] | None, int]:
+        """The clause's subject and where its predicate starts; relation nouns on the way become facts."""
+        if not words:
+            return None, 0
+        first = self._person(*words[0])
+        if first is None:
+            if words[0][0] in ZH_RELATIONS and len(words) > 1:  # "老板王五让我..." (whose boss is unknown)
+                name = self._person(*words[1])
+                if name is not None and name[0] != USER_ENTITY:
+                    return self._note(name), 2
+            return None, 0
+        i = 1
+        if first[0] == USER_ENTITY and i < len(words):
+            j = i + 1 if words[i][0] == "的" else i
+            if j < len(words) and words[j][0] in ZH_RELATIONS:
+                if j + 1 < len(words) and (name := self._person(*words[j + 1])) is not None:
+                    self._add(name, ZH_RELATIONS[words[j][0]], first)
+                    return self._note(name), j + 2
+                return None, len(words)  # "我妹妹是护士": no name to state it about
+        if first[1] == "PERSON" and first[0] != USER_ENTITY:
+            self._note(first)
+        return first, i
+
+    def _note(self, person: tuple[str, str]) -> tuple[str, str]:
+        if person[1] == "PERSON" and person[0] != USER_ENTITY:
+            self.people.append(person[0])
+        return person
+
+    def _object(self, words: list[tuple[str, str]], start: int) -> tuple[tuple[str, str] | None, int]:
+        """The noun phrase at ``start`` (quantifiers skipped, "的" kept inside): text, type, and its end.
+
+        A phrase ends at a verb, including nominal verbs of work, study and living ("在谷歌工作")."""
+        i = start
+        while i < len(words) and words[i][1].startswith(_ZH_SKIP_FLAGS) and words[i][0] != "的":
+            i += 1
+        if i < len(words) and words[i][0] == "我" and i + 1 < len(words) and words[i + 1][0] == "的":
+            i += 2
+        begin, end = i, i
+        while end < len(words):
+            word, flag = words[end]
+            if word == "的" and end > begin and end + 1 < len(words):
+                end += 1
+                continue
+            if word in _ZH_PHRASE_ENDS:
+                break
+            if (flag.startswith(_ZH_NOUNISH) or flag in {"nr", "ns", "nt", "nz", "b", "a", "r"}) and not (
+                flag == "r" and word in {"我", "你", "他", "她", "我们", "它", "这", "那", "这个", "那个"}
+            ):
+                end += 1
+                continue
+            break
+        if end == begin and begin < len(words) and words[begin][1] == "a" and len(words[begin][0]) > 1:
+            end = begin + 1  # a lone two-character word tagged as an adjective ("可乐", "微软")
+        while end > begin + 1 and (words[end - 1][0] == "的" or words[end - 1][1] in {"a", "r", "b"}):
+            end -= 1
+        if words[end - 1][0] == "的" if end > begin else False:
+            end -= 1
+        if end == begin:
+            return None, start
+        text = "".join(w for w, _ in words[begin:end])
+        flags = {f for _, f in words[begin:end]}
+        kind = "CONCEPT"
+        if end - begin == 1:
+            kind = _JIEBA_TYPES.get(words[begin][1], "CONCEPT")
+        if text in {"东西", "事情", "事", "时间", "今天", "明天", "昨天"} or flags <= {"t"}:
+            return None, start
+        return (text, kind), end
+
+    def _add(self, subject: tuple[str, str] | None, predicate: str, obj: tuple[str, str] | None) -> None:
+        if subject is None or obj is None:
+            return
+        canonical = normalize_predicate(predicate)
+        subject_type, object_type = subject[1], obj[1]
+        if canonical in PLACE_PREDICATES:
+            object_type = "PLACE"
+        elif canonical in ORG_PREDICATES:
+            object_type = "ORG"
+        self.facts.append(make_fact(subject[0], canonical, obj[0], 0.55, self.NAME, subject_type, object_type))
+
+    # ------------------------------------------------------------------ clause
+    def _clause(self, words: list[tuple[str, str]], inherited: tuple[str, str] | None) -> tuple[str, str] | None:
+        subject, i = self._subject(words)
+        if subject is None:
+            request = next((k for k, (w, _) in enumerate(words) if w in _ZH_REQUESTS), None)
+            if request is not None and request + 1 < len(words):  # "老板让我整理会议记录": whoever asks
+                agent = self._person(*words[request + 1])
+                if agent is not None:
+                    self._predicate(agent, words, request + 2, negated=False, prefix="asked_to")
+                return None
+            if i >= len(words) or words[0][0] in ZH_RELATIONS:
+                return None
+            subject, i = inherited, 0
+            if subject is None:
+                return None
+        if words[0][0] == "我" and len(words) > 2 and words[1][0] == "的" and words[2][0] in _ZH_ATTRIBUTES:
+            self._attribute(words[2][0], words[3:])
+            return subject
+        self._predicate(subject, words, i, negated=False, prefix=None)
+        return subject
+
+    def _attribute(self, noun: str, rest: list[tuple[str, str]]) -> None:
+        """ "我的名字是张三" / "我的生日是五月五日"."""
+        if not rest or rest[0][0] not in {"是", "叫"}:
+            return
+        value = "".join(w for w, _ in rest[1:]).strip()
+        if value:
+            kind = "PERSON" if _ZH_ATTRIBUTES[noun] == NAME_PREDICATE else "CONCEPT"
+            self._add((USER_ENTITY, "PERSON"), _ZH_ATTRIBUTES[noun], (value, kind))
+
+    def _predicate(
+        self, subject: tuple[str, str], words: list[tuple[str, str]], i: int, *, negated: bool, prefix: str | None
+    ) -> None:
+        while i < len(words):
+            word, flag = words[i]
+            if word in _ZH_HEDGES:
+                return
+            if word in _ZH_NEGATIONS or word in _ZH_NO_LONGER or (flag == "d" and word.endswith("不")):
+                negated = True
+            elif word == "不是":
+                negated = True
+                break
+            elif word in _ZH_CONTROL and prefix is None and i + 1 < len(words) and _verbal(words[i + 1]):
+                prefix = _ZH_CONTROL[word]
+            elif word == "会" and i + 1 < len(words) and words[i + 1][1].startswith("v"):
+                pass  # ability: "我会说法语" states the skill
+            elif not (
+                flag.startswith(_ZH_MODIFIER_FLAGS)
+                or word in {"已经", "还", "也", "都", "最", "一直", "现在"}
+                or (flag == "r" and word.startswith("每"))
+            ):
+                break
+            i += 1
+        if i >= len(words):
+            return
+        word, flag = words[i]
+        rest = i + 1
+
+        def relation(predicate: str) -> str:
+            if prefix is not None:
+                predicate = f"{prefix}_{base_form(predicate.split('_')[0]) or predicate}" + (
+                    "_" + predicate.split("_", 1)[1] if "_" in predicate else ""
+                )
+            return negate_predicate(normalize_predicate(predicate)) if negated else predicate
+
+        if negated and words[i - 1][0] in {"没有", "没"} and word not in ZH_VERBS and not flag.startswith("v"):
+            obj, _ = self._object(words, i)  # "我没有车"
+            self._add(subject, relation("has"), obj)
+        elif word in {"是", "不是"}:
+            self._copula(subject, words, rest, negated or word == "不是")
+        elif word in {"叫", "名叫", "叫做"} and subject[0] == USER_ENTITY and not negated:
+            obj, _ = self._object(words, rest)
+            if obj is not None:
+                self._add(subject, NAME_PREDICATE, (obj[0], "PERSON"))
+        elif word in _ZH_LIVE or word in _ZH_MOVE:
+            j = rest + 1 if rest < len(words) and words[rest][0] in {"在", "到"} else rest
+            obj, _ = self._object(words, j)
+            if obj is not None and (word not in {"生活", "居住"} or j > rest):
+                self._add(subject, relation("lives_in"), obj)
+        elif word == "在":
+            self._located(subject, words, rest, relation)
+        elif word == "对":
+            obj, end = self._object(words, rest)
+            if obj is not None and end < len(words) and words[end][0] == "过敏":
+                self._add(subject, relation("is_allergic_to"), obj)
+        elif word in _ZH_REQUESTS and rest < len(words) and not negated:
+            agent = self._person(*words[rest])
+            if agent is not None:
+                self._predicate(agent, words, rest + 1, negated=False, prefix="asked_to")
+        elif word == "把":  # "把每周的报表自动化": the object comes before its verb
+            obj, end = self._object(words, rest)
+            if obj is not None and end < len(words) and _verbal(words[end]):
+                verb = words[end][0]
+                self._add(subject, relation(ZH_VERBS.get(verb, verb)), obj)
+        elif word == "给":
+            target, end = self._object(words, rest)
+            if target is None and rest < len(words):
+                target, end = self._person(*words[rest]), rest + 1
+            if target is not None and end < len(words) and words[end][0] in _ZH_VERB_OBJECTS:
+                self._add(subject, relation(_ZH_VERB_OBJECTS[words[end][0]]), target)
+        elif word in _ZH_JOB:
+            obj, _ = self._object(words, rest)
+            if obj is not None:
+                self._add(subject, relation("works_as"), obj)
+        elif _verbal((word, flag)):
+            self._verb(subject, words, i, relation)
+
+    def _verb(self, subject: tuple[str, str], words: list[tuple[str, str]], i: int, relation: Any) -> None:
+        word, _ = words[i]
+        rest = i + 1
+        if _verb_object(word, words[i][1]):  # "喝酒", "打篮球": verb + object
+            predicate, obj = ZH_VERBS[word[0]], (word[1:], "CONCEPT")
+            self._add(subject, relation(predicate), obj)
+            return
+        preference = ZH_VERBS.get(word) in {"likes", "loves", "hates", "dislikes", "prefers"}
+        if preference and rest < len(words) and words[rest][0] == "的":  # "我最喜欢的颜色是蓝色"
+            copula = next((k for k in range(rest, len(words)) if words[k][0] == "是"), None)
+            obj = self._object(words, copula + 1)[0] if copula is not None else None
+            self._add(subject, relation(ZH_VERBS[word]), obj)
+            return
+        if preference and rest < len(words) and words[rest][1].startswith("v"):
+            # "我喜欢打篮球": the activity is the object
+            activity = "".join(w for w, _ in words[rest:]).strip("了的")
+            if activity:
+                self._add(subject, relation(ZH_VERBS[word]), (activity, "CONCEPT"))
+            return
+        if word not in ZH_VERBS and len(word) < 2:
+            return
+        while rest < len(words) and words[rest][1] in {"ul", "uz", "ug"}:
+            rest += 1
+        if word == "去" and rest < len(words) and words[rest - 1][0] == "过":
+            predicate = "visited"
+        else:
+            predicate = ZH_VERBS.get(word, word)
+        obj, _ = self._object(words, rest)
+        if obj is not None:
+            self._add(subject, relation(predicate), obj)
+
+    def _copula(self, subject: tuple[str, str], words: list[tuple[str, str]], start: int, negated: bool) -> None:
+        """ "我是张三" -> named; "李明是我的同事" -> colleague_of User; "我是一名工程师" -> is 工程师."""
+        i = start
+        while i < len(words) and words[i][1] in {"m", "q", "mq"}:
+            i += 1
+        if i >= len(words):
+            return
+        owner = self._person(*words[i])
+        if owner is not None and i + 2 < len(words) and words[i + 1][0] == "的" and words[i + 2][0] in ZH_RELATIONS:
+            relation = ZH_RELATIONS[words[i + 2][0]]
+            self._add(subject, negate_predicate(relation) if negated else relation, owner)
+            return
+        if owner is not None and owner[1] == "PERSON" and i + 1 == len(words):
+            if subject[0] == USER_ENTITY and not negated:
+                self._add(subject, NAME_PREDICATE, owner)
+            return
+        obj, _ = self._object(words, i)
+        if obj is not None:
+            self._add(subject, "is_not" if negated else "is", obj)
+
+    def _located(self, subject: tuple[str, str], words: list[tuple[str, str]], start: int, relation: Any) -> None:
+        """ "在阿里巴巴工作" -> works_at; "在北京的谷歌工作" -> works_at 谷歌; "在北京生活" -> lives_in; "在X当Y"."""
+        place, end = self._object(words, start)
+        if place is None or end >= len(words):
+            return
+        if "的" in place[0] and end < len(words):
+            place = (place[0].rsplit("的", 1)[1], place[1]) if place[0].rsplit("的", 1)[1] else place
+        verb = words[end][0]
+        if verb in _ZH_WORK:
+            self._add(subject, relation("works_at"), place)
+        elif verb in _ZH_STUDY:
+            self._add(subject, relation("studies_at"), place)
+        elif verb in {"生活", "居住", "住", "定居"}:
+            self._add(subject, relation("lives_in"), place)
+        elif verb in _ZH_JOB:
+            job, _ = self._object(words, end + 1)
+            self._add(subject, relation("works_at"), place)
+            if job is not None:
+                self._add(subject, relation("works_as"), job)
+
+
+def jieba_extract(text: str) -> Extraction:
+    """Chinese facts from one text (see :class:`_ChineseReader`)."""
+    return _ChineseReader().read(text)

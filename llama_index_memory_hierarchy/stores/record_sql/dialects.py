@@ -1,0 +1,196 @@
+"""What differs between the SQL backends of the record store: the keyword index, JSON equality, locks.
+
+SQLite: an FTS5 external-content table over ``memories.keyword`` kept in sync by triggers, ranked by
+BM25. PostgreSQL: a ``tsvector`` generated column with a GIN index, ranked by ``ts_rank_cd``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from functools import reduce
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from llama_index_memory_hierarchy.stores.record_sql.rows import canonical_json
+from llama_index_memory_hierarchy.stores.schema import memories
+
+logger = logging.getLogger(__name__)
+
+#: Advisory-lock class ids (PostgreSQL) of the schema and of per-user dedupe inserts.
+_PG_LOCK_SCHEMA = 0x4C4D4801
+_PG_LOCK_DEDUPE = 0x4C4D4802
+
+
+class DialectStrategy(ABC):
+    """What differs between backends: keyword index, JSON equality, write serialisation.
+
+    The keyword index objects themselves are created by the schema migrations
+    (``stores/migrations/versions``), like every other schema object.
+    """
+
+    name: str
+
+    @abstractmethod
+    async def rebuild_keyword_index(self, conn: AsyncConnection) -> None:
+        """Recompute the keyword index from ``memories.keyword``."""
+
+    @abstractmethod
+    def keyword_select(self, tokens: list[str], conditions: list[Any], limit: int, scope: str) -> sa.Select[Any]:
+        """``SELECT id, score`` of rows of ``scope`` matching any token, best first (higher is better)."""
+
+    @abstractmethod
+    def metadata_equals(self, key: str, value: Any) -> sa.ColumnElement[bool]:
+        """True where top-level metadata ``key`` exists and equals ``value`` as JSON."""
+
+    @abstractmethod
+    async def lock_schema(self, conn: AsyncConnection) -> None:
+        """Serialise concurrent openers while they create or migrate the schema."""
+
+    @abstractmethod
+    async def lock_users(self, conn: AsyncConnection, user_ids: Sequence[str]) -> None:
+        """Serialise dedupe inserts of these users (so two writers cannot both insert one text)."""
+
+
+class SQLiteFTS5Strategy(DialectStrategy):
+    """SQLite: FTS5 external-content table over ``memories.keyword`` kept in sync by triggers; BM25.
+
+    Writers are already serialised (``BEGIN IMMEDIATE`` plus an in-process lock), so the lock
+    hooks are no-ops. Metadata equality uses ``json_each`` so a key is a bound value, never a path.
+    """
+
+    name = "sqlite"
+    fts = "memories_fts"
+    _tokenize = "unicode61 remove_diacritics 0 categories 'L* N* Co M*'"
+
+    async def rebuild_keyword_index(self, conn: AsyncConnection) -> None:
+        try:
+            async with conn.begin_nested():
+                await conn.exec_driver_sql(f"INSERT INTO {self.fts}({self.fts}) VALUES ('rebuild')")
+            return
+        except sa.exc.DatabaseError as exc:  # damaged beyond 'rebuild' (its shadow tables): make it anew
+            logger.warning("keyword index cannot be rebuilt in place (%s); recreating it", exc.orig)
+        await self._recreate_keyword_index(conn)
+
+    async def _recreate_keyword_index(self, conn: AsyncConnection) -> None:
+        """Drop the FTS5 table, its shadow tables and triggers, and create them as migration 0002 does."""
+        fts = self.fts
+        for trigger in ("ai", "ad", "au"):
+            await conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {fts}_{trigger}")
+        try:
+            async with conn.begin_nested():
+                await conn.exec_driver_sql(f"DROP TABLE IF EXISTS {fts}")
+        except sa.exc.DatabaseError:  # the virtual table cannot even be constructed: unlink it from the schema
+            version = (await conn.exec_driver_sql("PRAGMA schema_version")).scalar_one()
+            await conn.exec_driver_sql("PRAGMA writable_schema = ON")
+            await conn.exec_driver_sql(f"DELETE FROM sqlite_master WHERE type = 'table' AND name = '{fts}'")
+            await conn.exec_driver_sql(f"PRAGMA schema_version = {int(version) + 1}")
+            await conn.exec_driver_sql("PRAGMA writable_schema = OFF")
+            for shadow in ("data", "idx", "docsize", "config", "content"):
+                await conn.exec_driver_sql(f"DROP TABLE IF EXISTS {fts}_{shadow}")
+        columns = "rowid, keyword_scope, keyword"
+        for statement in (
+            f"CREATE VIRTUAL TABLE {fts} USING fts5(keyword_scope, keyword, content='memories', "
+            f"content_rowid='seq', tokenize=\"{self._tokenize}\")",
+            f"CREATE TRIGGER {fts}_ai AFTER INSERT ON memories BEGIN "
+            f"INSERT INTO {fts}({columns}) VALUES (new.seq, new.keyword_scope, new.keyword); END",
+            f"CREATE TRIGGER {fts}_ad AFTER DELETE ON memories BEGIN "
+            f"INSERT INTO {fts}({fts}, {columns}) VALUES ('delete', old.seq, old.keyword_scope, old.keyword); END",
+            f"CREATE TRIGGER {fts}_au AFTER UPDATE OF keyword ON memories BEGIN "
+            f"INSERT INTO {fts}({fts}, {columns}) VALUES ('delete', old.seq, old.keyword_scope, old.keyword); "
+            f"INSERT INTO {fts}({columns}) VALUES (new.seq, new.keyword_scope, new.keyword); END",
+            f"INSERT INTO {fts}({fts}) VALUES ('rebuild')",
+        ):
+            await conn.exec_driver_sql(statement)
+
+    async def lock_schema(self, conn: AsyncConnection) -> None:
+        """No-op: the opening transaction is ``BEGIN IMMEDIATE``, which already excludes writers."""
+
+    async def lock_users(self, conn: AsyncConnection, user_ids: Sequence[str]) -> None:
+        """No-op: SQLite writers are serialised (``BEGIN IMMEDIATE`` and the in-process lock)."""
+
+    @staticmethod
+    def match_expression(tokens: list[str], scope: str) -> str:
+        """FTS5 query: the scope token in its column AND any token (each double-quoted, quotes doubled)."""
+        terms = " OR ".join('"' + token.replace('"', '""') + '"' for token in tokens)
+        return f'keyword_scope : "{scope}" AND keyword : ({terms})'
+
+    def keyword_select(self, tokens: list[str], conditions: list[Any], limit: int, scope: str) -> sa.Select[Any]:
+        fts = sa.table(self.fts, sa.column("rowid"))
+        fts_ref = sa.literal_column(self.fts)
+        rank = sa.func.bm25(fts_ref, sa.literal(0.0), sa.literal(1.0))  # the scope column weighs nothing
+        return (
+            sa.select(memories.c.id, (-rank).label("score"))
+            .select_from(memories.join(fts, fts.c.rowid == memories.c.seq))
+            .where(fts_ref.op("MATCH")(sa.bindparam("fts_query", self.match_expression(tokens, scope), type_=sa.Text)))
+            .where(*conditions)
+            .order_by(rank, memories.c.seq)
+            .limit(limit)
+        )
+
+    def metadata_equals(self, key: str, value: Any) -> sa.ColumnElement[bool]:
+        each = sa.func.json_each(memories.c.metadata).table_valued("key", "value", "type").alias("meta_each")
+        clauses: list[Any] = [each.c.key == sa.bindparam(None, key, type_=sa.Text)]
+        if value is None:
+            clauses.append(each.c.type == "null")
+        elif isinstance(value, bool):
+            clauses.append(each.c.type == ("true" if value else "false"))
+        elif isinstance(value, (int, float)):
+            number = value if isinstance(value, float) or -(2**63) <= value < 2**63 else float(value)
+            clauses += [each.c.type.in_(["integer", "real"]), each.c.value == sa.bindparam(None, number)]
+        elif isinstance(value, str):
+            clauses += [each.c.type == "text", each.c.value == sa.bindparam(None, value, type_=sa.Text)]
+        else:  # dict or list: compare canonical JSON text (stored metadata is canonical too)
+            canonical = canonical_json(value)
+            clauses += [
+                each.c.type.in_(["object", "array"]),
+                sa.func.json(each.c.value) == sa.func.json(sa.bindparam(None, canonical, type_=sa.Text)),
+            ]
+        return sa.exists(sa.select(sa.literal(1)).select_from(each).where(*clauses))
+
+
+class PostgresFTSStrategy(DialectStrategy):
+    """PostgreSQL: ``tsvector`` generated column ('simple' config) + GIN index, ``ts_rank_cd``.
+
+    Metadata equality is ``jsonb`` equality of ``metadata::jsonb -> key`` (key bound). Dedupe
+    inserts take a per-user transaction advisory lock.
+    """
+
+    name = "postgresql"
+    column = "keyword_tsv"
+
+    async def rebuild_keyword_index(self, conn: AsyncConnection) -> None:
+        await conn.exec_driver_sql("REINDEX INDEX ix_memories_keyword_tsv")
+
+    def keyword_select(self, tokens: list[str], conditions: list[Any], limit: int, scope: str) -> sa.Select[Any]:
+        simple = sa.literal_column("'simple'::regconfig")
+        queries = [sa.func.plainto_tsquery(simple, sa.bindparam(None, token, type_=sa.Text)) for token in tokens]
+        tsquery = reduce(lambda left, right: left.op("||")(right), queries)
+        vector = sa.literal_column(f"memories.{self.column}")
+        score = sa.func.ts_rank_cd(vector, tsquery, sa.literal(1, sa.Integer))
+        return (
+            sa.select(memories.c.id, score.label("score"))
+            .where(vector.op("@@")(tsquery))
+            .where(*conditions)
+            .order_by(score.desc(), memories.c.seq)
+            .limit(limit)
+        )
+
+    def metadata_equals(self, key: str, value: Any) -> sa.ColumnElement[bool]:
+        document = sa.cast(memories.c.metadata, JSONB)
+        left = document.op("->")(sa.bindparam(None, key, type_=sa.Text))
+        right = sa.cast(sa.bindparam(None, json.dumps(value, ensure_ascii=False), type_=sa.Text), JSONB)
+        return left.op("=", is_comparison=True)(right)
+
+    async def lock_schema(self, conn: AsyncConnection) -> None:
+        await conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_LOCK_SCHEMA, 0)))
+
+    async def lock_users(self, conn: AsyncConnection, user_ids: Sequence[str]) -> None:
+        for user_id in sorted(set(user_ids)):  # one lock order for every writer: no deadlock
+            key = sa.func.hashtext(sa.bindparam(None, user_id, type_=sa.Text))
+            await conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_LOCK_DEDUPE, key)))
