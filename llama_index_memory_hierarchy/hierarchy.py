@@ -26,6 +26,7 @@ from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.lifecycle.deletion import adelete_memories
 from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
+from llama_index_memory_hierarchy.lifecycle.erasure import aresume_erasures
 from llama_index_memory_hierarchy.lifecycle.manager import MemoryManager
 from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
 from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
@@ -117,7 +118,9 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
             changes = {k: v for k, v in overrides.items() if v is not None}
             config = MemoryConfig.create(**{**config.model_dump(), **changes}) if changes else config
         session = config.session_id or f"session-{uuid.uuid4().hex[:12]}"
-        context = StoreContext.acquire(config, embed_model=embed_model, vector_store=vector_store)
+        context = StoreContext.acquire(
+            config, embed_model=embed_model, vector_store=vector_store, on_open=aresume_erasures
+        )
         memory = cls(config=config, user_id=config.user_id, session_id=session)
         memory._llm = llm
         memory._tier_options = {
@@ -183,6 +186,12 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         """The lifecycle of this memory: routing, cross-tier retrieval, consolidation, forgetting,
         erasure, export and import."""
         return self._manager
+
+    @property
+    def cross_tier_search(self) -> CrossTierSearch:
+        """The one search behind every read path of this memory (``get``, ``search``, retrievers, blocks, tools)."""
+        assert self._search is not None
+        return self._search
 
     # ------------------------------------------------------------------ tiers
     @property

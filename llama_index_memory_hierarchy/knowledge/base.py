@@ -262,6 +262,7 @@ class KnowledgeBase(RuntimeBound):
         already open ``StoreContext`` (e.g. ``memory.context``) instead of acquiring one.
         ``llm`` is used by MQE, HyDE and answers (default: ``Settings.llm``, else the local LLM).
         """
+        from llama_index_memory_hierarchy.lifecycle.erasure import aresume_erasures
         from llama_index_memory_hierarchy.stores.context import StoreContext
 
         kb_namespace(namespace)  # fail on a bad name before opening anything
@@ -274,7 +275,7 @@ class KnowledgeBase(RuntimeBound):
             else:
                 changes = {k: v for k, v in overrides.items() if v is not None}
                 config = MemoryConfig.create(**{**config.model_dump(), **changes}) if changes else config
-            context = StoreContext.acquire(config, embed_model=embed_model)
+            context = StoreContext.acquire(config, embed_model=embed_model, on_open=aresume_erasures)
         return cls(
             context=context,
             namespace=namespace,

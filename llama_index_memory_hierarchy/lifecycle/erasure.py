@@ -27,7 +27,8 @@ and PostgreSQL tables a ``VACUUM FULL`` (a new heap file; PostgreSQL's own write
 is recycled by its checkpoints, outside this package's files). The marker goes last.
 
 Resumable: a kill at any point leaves the pending record or the marker, and the next open
-of the stores (:func:`aresume_erasures`, run by ``StoreContext``) finishes the erasure;
+of the stores finishes the erasure (:func:`aresume_erasures`, which every opener above the
+stores passes as ``StoreContext.acquire(on_open=...)``);
 ``ops.verify.verify_indexes`` reports an unfinished one, and graph nodes or stored files of
 a user without records. Vector indexes on a server (Qdrant, Chroma, a LlamaIndex store) are
 cleared by filter and optimised where they can be; their files are the server's.

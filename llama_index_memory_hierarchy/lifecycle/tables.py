@@ -25,12 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.stores.schema import SeqType, metadata
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
-
-    from llama_index_memory_hierarchy.stores.context import StoreContext
 
 consolidated = sa.Table(
     "lifecycle_consolidated",

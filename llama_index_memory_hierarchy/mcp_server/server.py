@@ -68,13 +68,15 @@ class MemoryService:
     """The stores of one deployment, and one hierarchy (and tool specs) per user, opened on first use."""
 
     def __init__(self, config: MemoryConfig, *, llm: Any = None, principal: Principal | None = None) -> None:
+        from llama_index_memory_hierarchy.lifecycle.erasure import aresume_erasures
         from llama_index_memory_hierarchy.stores.context import StoreContext
 
         self.config = config
         self.llm = llm
         #: The fixed principal of a stdio server (None: each HTTP request's token says).
         self.principal = principal
-        self._context = StoreContext.acquire(config)  # held for the server's life: users come and go
+        # held for the server's life: users come and go
+        self._context = StoreContext.acquire(config, on_open=aresume_erasures)
         self._lock = threading.Lock()
         self._memories: dict[str, HierarchicalMemory] = {}
         self._specs: dict[str, MemoryToolSpec] = {}

@@ -49,6 +49,7 @@ import sqlalchemy as sa
 
 from llama_index_memory_hierarchy.config import ENV_PREFIX, MemoryConfig, redact_url
 from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreError
+from llama_index_memory_hierarchy.lifecycle.erasure import aresume_erasures
 from llama_index_memory_hierarchy.runtime import get_runtime
 from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
@@ -445,7 +446,7 @@ async def amigrate(
     context = None
     try:
         await src.start()
-        context = await asyncio.to_thread(StoreContext.acquire, target_config)
+        context = await asyncio.to_thread(StoreContext.acquire, target_config, on_open=aresume_erasures)
         dst = context.records
         tables = [t for t in metadata.sorted_tables if t.name not in _SKIP_TABLES]
         async with src.engine.connect() as conn:

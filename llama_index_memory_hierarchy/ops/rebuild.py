@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.embeddings import EmbeddingService
 from llama_index_memory_hierarchy.language import ANALYZER_VERSION, keyword_text
+from llama_index_memory_hierarchy.lifecycle.erasure import aresume_erasures
 from llama_index_memory_hierarchy.ranking.pipeline import DEFAULT_RECIPE, format_turn, keyword_document
 from llama_index_memory_hierarchy.runtime import get_runtime
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, VectorIndex
@@ -260,7 +261,8 @@ def _remove_embedded_graph(persist_dir: Path) -> bool:
 
 
 def _rebuild_graphs(config: MemoryConfig, users: list[str]) -> dict[str, int]:
-    context = StoreContext.acquire(config)  # the model loads only if used; rebuilding the graph embeds nothing
+    # the model loads only if used; rebuilding the graph embeds nothing
+    context = StoreContext.acquire(config, on_open=aresume_erasures)
     written: dict[str, int] = {}
     try:
         for user_id in users:

@@ -74,7 +74,7 @@ async def _acheck_erasures(context: StoreContext, report: IndexReport) -> None:
 
 def verify_indexes(config: MemoryConfig | str | Path, *, repair: bool = False, embed_model: Any = None) -> IndexReport:
     """Sync twin of :func:`averify_indexes` that opens (and closes) the stores of ``config``."""
-    context = StoreContext.acquire(as_config(config), embed_model=embed_model, resume_erasures=False)  # report
+    context = StoreContext.acquire(as_config(config), embed_model=embed_model)  # no on_open: report
     try:
         return context.runtime.run(averify_indexes(context, repair=repair))
     finally:

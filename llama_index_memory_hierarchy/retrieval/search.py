@@ -87,11 +87,14 @@ class SearchedMemory(Protocol):
 
     user_id: str
     config: MemoryConfig
-    #: The memory's own search, which :func:`asearch` runs in a span of the memory.
-    _search: CrossTierSearch | None
 
     @property
     def context(self) -> StoreContext: ...
+
+    @property
+    def cross_tier_search(self) -> CrossTierSearch:
+        """The memory's own search, which :func:`asearch` runs in a span of the memory."""
+        ...
 
     @property
     def tier_set(self) -> TierSet: ...
@@ -490,9 +493,7 @@ async def asearch(
     **filters: Any,
 ) -> list[MemoryItem]:
     """:meth:`CrossTierSearch.asearch` of ``memory`` (one traced ``retrieve`` span per search)."""
-    search = memory._search
-    assert search is not None
-    return await search.asearch(query, limit, memory_types=memory_types, **filters)
+    return await memory.cross_tier_search.asearch(query, limit, memory_types=memory_types, **filters)
 
 
 def ranked_score(choice: Choice) -> float:

@@ -25,7 +25,7 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Coroutine, Hashable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -138,12 +138,14 @@ class StoreContext:
         embed_model: Any = None,
         runtime: Runtime | None = None,
         vector_store: Any = None,
-        resume_erasures: bool = True,
+        on_open: Callable[[StoreContext], Coroutine[Any, Any, Any]] | None = None,
     ) -> StoreContext:
         """The shared context for this configuration (created on first use).
 
-        On first use it also finishes any user erasure a killed process left (``resume_erasures``;
-        ``ops.verify.verify_indexes`` opens without, to report one).
+        ``on_open`` runs once, on the runtime, when this call creates the context: the layers
+        above pass what must happen before the stores serve anyone (the lifecycle finishes a user
+        erasure a killed process left, ``lifecycle.erasure.aresume_erasures``); the stores know
+        nothing of it. A failure there is logged and the stores still open.
 
         ``vector_store`` replaces the configured vector backend: a LlamaIndex
         ``BasePydanticVectorStore`` (or a ``VectorIndex``) serving the text embedding space, or a
@@ -184,18 +186,12 @@ class StoreContext:
             # The last holder in this process is closing this folder's stores (and its lock): wait.
             if not closing.wait(_CLOSE_WAIT_S):
                 raise StoreError(f"{key[0]}: its stores took over {_CLOSE_WAIT_S:.0f} s to close in this process")
-        if resume_erasures:
-            context._resume_erasures()  # outside the registry lock: erasure uses the context's resources
+        if on_open is not None:
+            try:  # outside the registry lock: the hook uses the context's resources
+                context.runtime.run(on_open(context))
+            except (StoreError, OSError) as exc:  # the stores still open; verify_indexes reports what is left
+                logger.error("%r: the work due on opening could not be finished now: %s", context, exc)
         return context
-
-    def _resume_erasures(self) -> None:
-        """Finish a user erasure a killed process left half done (see ``lifecycle.erasure``)."""
-        from llama_index_memory_hierarchy.lifecycle.erasure import aresume_erasures
-
-        try:
-            self.runtime.run(aresume_erasures(self))
-        except (StoreError, OSError) as exc:  # the stores still open; verify_indexes reports the pending erasure
-            logger.error("%r: an interrupted user erasure could not be finished now: %s", self, exc)
 
     def release(self) -> None:
         """Drop one reference; the last one closes the stores."""
