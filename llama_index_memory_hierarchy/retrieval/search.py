@@ -12,7 +12,7 @@
    ``relevance = (keyword + dense) * (1 + entity + time + graph)``, where dense is the cosine of
    the candidate's stored vector on the model's calibrated scale (``calibration.py``: 0 for
    unrelated texts whatever the model and languages), keyword its BM25 over the best keyword hit
-   (half of it earned by the query's terms in the memory's own text, :data:`CONTEXT_SHARE`), entity/time the
+   (half of it earned by the query's rare terms in the memory's own text, :data:`CONTEXT_SHARE`), entity/time the
    priors the question carries (``ranking.pipeline``), graph ``1/hop`` for a fact the graph
    reaches; then ``score = tier_evidence * (w_rel * relevance / best + w_rec * recency +
    w_imp * importance) / (w_rel + w_rec + w_imp)``, tier evidence being a fact's confidence
@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -130,7 +131,9 @@ CONTENT_FREE_FACTOR = 0.5
 #: Share of a keyword hit's score that words of its neighbours alone can earn it. A turn's keyword
 #: text holds the turns before it (``ranking.pipeline.keyword_document``), so the turn after an
 #: answer matches it too; the rest of the score goes by the share of the query's terms in the
-#: memory's own text. Context and own text weigh alike: neither is known to be the better evidence.
+#: memory's own text, each term weighted by its rarity among the candidates (inverse document
+#: frequency, as BM25 weighs it). Context and own text weigh alike: neither is known to be the
+#: better evidence.
 CONTEXT_SHARE = 0.5
 #: A superseded fact (shown only with ``include_history``) weighs this much of a current one.
 HISTORY_FACTOR = 0.5
@@ -177,6 +180,12 @@ def _text_profile(content: str) -> tuple[frozenset[str], frozenset[str], str, bo
 def _own_terms(content: str) -> frozenset[str]:
     """The keyword index's terms of a memory's own text (without the neighbours its keyword text holds)."""
     return frozenset(index_terms(content))
+
+
+def _term_weights(terms: set[str], texts: Sequence[frozenset[str]]) -> dict[str, float]:
+    """Each query term's inverse document frequency among the candidates' own texts (rare terms weigh more)."""
+    n = len(texts)
+    return {t: math.log(1.0 + (n + 1) / (sum(1 for text in texts if t in text) + 1)) for t in terms}
 
 
 def _speaker(item: MemoryItem) -> str | None:
@@ -325,8 +334,10 @@ class CrossTierSearch(RuntimeBound):
         hits = {i: s for i, s in keyword if i in found}
         top = max(hits.values(), default=0.0)
         terms = set(index_terms(" ".join(keyword_terms(query))))
+        weights = _term_weights(terms, [_own_terms(c.item.content) for c in found.values()])
+        total = sum(weights.values())
         for memory_id, cand in found.items():
-            own = len(terms & _own_terms(cand.item.content)) / len(terms) if terms else 1.0
+            own = sum(weights[t] for t in terms & _own_terms(cand.item.content)) / total if total else 1.0
             if memory_id in hits:
                 share = CONTEXT_SHARE + (1.0 - CONTEXT_SHARE) * own  # see CONTEXT_SHARE
                 cand.keyword = max(hits[memory_id], 0.0) / top * share if top > 0 else 0.0

@@ -17,7 +17,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
 from llama_index_memory_hierarchy.messages import MEMORY_HEADER
 from llama_index_memory_hierarchy.tools import MemoryToolSpec
-from llama_index_memory_hierarchy.types import MemoryType
+from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
 from cli_helpers import run_lmh
@@ -173,3 +173,44 @@ def test_graph_is_one_signal_and_an_empty_tier_costs_nothing(memory: Hierarchica
     assert top[0].id == ids["home"]
     assert top[0].explanation.get("graph", 0) > 0  # reached from "Alice", as her sister fact is
     assert memory.search("Where does Alice live?", limit=3, memory_types=["working"]) == []
+
+
+def test_the_answer_outranks_the_turn_after_it(make_memory) -> None:
+    """The keyword text of a turn holds the turns before it: the reply after an answer matches the
+    question's words as well as the answer does, but only the answer holds them itself."""
+    memory = make_memory(user_id="bob", session_id="trip")
+    memory.episodic.add_many(
+        [
+            MemoryItem(content="Which camera did you take to Iceland?", metadata={"speaker": "Ann"}),
+            MemoryItem(content="I took my old Fujifilm X100 to Iceland.", metadata={"speaker": "Bob"}),
+            MemoryItem(content="Lovely, the northern lights must have looked stunning.", metadata={"speaker": "Ann"}),
+            MemoryItem(content="They did, we stayed up until three watching them.", metadata={"speaker": "Ann"}),
+        ]
+    )
+    ranked = memory.search("Fujifilm X100 camera Iceland", limit=4)
+    # the answer, then the question (it holds "camera" and "Iceland" itself), then the reply that only follows them
+    assert [i.content for i in ranked[:2]] == [
+        "I took my old Fujifilm X100 to Iceland.",
+        "Which camera did you take to Iceland?",
+    ]
+    after = next(i for i in ranked if i.content.startswith("Lovely"))
+    assert after.explanation["keyword"] < 0.7 * ranked[0].explanation["keyword"]  # 0.87 when context counts whole
+
+
+#: Mixed-language pairs: (memory, question in the other language).
+CROSS_LANGUAGE = [
+    ("我对花生过敏，吃了会起疹子。", "What am I allergic to?"),
+    ("我的经理李四让我每周五交周报。", "Who asks me for a weekly report?"),
+    ("我们下个月去云南大理旅行。", "Where are we travelling next month?"),
+    ("My daughter plays the violin in the school orchestra.", "我女儿演奏什么乐器？"),
+    ("I bought a second-hand electric bike last spring.", "我去年春天买了什么？"),
+    ("Our cat Mochi sleeps on the radiator all winter.", "我们的猫冬天睡在哪里？"),
+]
+
+
+def test_a_memory_in_one_language_is_found_by_a_question_in_the_other(make_memory) -> None:
+    """The default embedding reads Chinese and English in one space: keyword search alone finds none of these."""
+    memory = make_memory(user_id="mixed", session_id="s")
+    memory.episodic.add_many([MemoryItem(content=text) for text, _ in CROSS_LANGUAGE])
+    for text, question in CROSS_LANGUAGE:
+        assert memory.search(question, limit=1)[0].content == text, question
