@@ -171,7 +171,7 @@ def model_label(model: Any) -> str:
     path = Path(name).expanduser() if name else None
     if isinstance(model, OnnxEmbedding) and path is not None:
         # One model, one space: float32 gives torch's vectors (cosine > 0.9999), int8 within ~0.98
-        # (mean ~0.996, tests/test_embeddings.py), so a store moves between them without `lmh reindex`.
+        # (mean ~0.996, tests/embeddings/test_embeddings.py), so a store moves between them without `lmh reindex`.
         return folder_label(path)
     if path is not None and path.is_dir():
         return folder_label(path)
