@@ -122,6 +122,8 @@ def search_for(driver: Any, base: str, query: str) -> list[Any]:
     box.clear()
     box.send_keys(query)
     driver.find_element(By.CSS_SELECTOR, "form[role=search] button").click()
+    # the empty search page has a #results list too: wait for the answer page, not the old one
+    WebDriverWait(driver, WAIT).until(expected_conditions.staleness_of(box))
     wait_for(driver, "#results")
     return driver.find_elements(By.CSS_SELECTOR, "#results .result")
 
