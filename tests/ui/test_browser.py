@@ -185,6 +185,7 @@ def test_forget_removes_the_memory_from_search(server: str, browser: Any) -> Non
     target = next(r for r in results if "half marathon" in r.find_element(By.CSS_SELECTOR, ".content").text)
     memory_id = target.get_attribute("data-memory-id")
     target.find_element(By.CSS_SELECTOR, "button.forget").click()
+    WebDriverWait(browser, WAIT).until(expected_conditions.staleness_of(target))  # the page after the POST
     wait_for(browser, "#results")
     assert memory_id not in [
         r.get_attribute("data-memory-id") for r in browser.find_elements(By.CSS_SELECTOR, ".result")
