@@ -24,7 +24,7 @@
 Every returned item carries ``explanation``: the contribution of each signal to its ``score``
 (they sum to it). Ranked lists of different tiers are never fused by rank. Ranking is
 deterministic: recency counts from the event time (not from the last access), and the access
-bumps of a search are applied before the next search of the same user reads.
+bumps of a search (``stores.access``) are written in the background and read by no ranking signal.
 """
 
 from __future__ import annotations
@@ -198,7 +198,6 @@ class CrossTierSearch(RuntimeBound):
 
     def __init__(self, memory: SearchedMemory) -> None:
         self.memory = memory
-        self._pending: asyncio.Future[Any] | None = None
 
     @property
     def runtime(self) -> Runtime:
@@ -245,19 +244,13 @@ class CrossTierSearch(RuntimeBound):
         types = memory_types_of(memory_types)
         include_history = bool(filters.pop("include_history", False))
         flt = MemoryFilter.from_kwargs(**filters)
-        if self._pending is not None:  # the access bumps of the previous search land first
-            pending, self._pending = self._pending, None
-            await asyncio.gather(pending, return_exceptions=True)
         context = self.memory.context
         candidates = await self._acandidates(query, types, flt, limit, include_history)
         calibration = await acalibration(context.embeddings)
         if not candidates:
             return []
         ranked = self._score(query, list(candidates.values()), limit, calibration)
-        durable = [item.id for item in ranked if item.memory_type is not MemoryType.WORKING]
-        if durable:
-            self._pending = asyncio.ensure_future(context.records.touch(self.memory.user_id, durable))
-            context.spawn(self._pending)
+        context.accesses.record(self.memory.user_id, [i.id for i in ranked if i.memory_type is not MemoryType.WORKING])
         return ranked
 
     async def _acandidates(
@@ -444,7 +437,7 @@ class CrossTierSearch(RuntimeBound):
                     related=related,
                     content_free=free,
                     group=group,
-                    tiebreak=(item.importance, item.timestamp.timestamp(), float(item.access_count)),
+                    tiebreak=(item.importance, item.timestamp.timestamp()),
                 )
             )
             by_key[item.id] = cand

@@ -138,8 +138,8 @@ class RecordStore(ABC):
         """
 
     @abstractmethod
-    async def touch(self, user_id: str, ids: Sequence[str]) -> None:
-        """Record an access: increment ``access_count``, set ``last_accessed`` to now."""
+    async def touch(self, user_id: str, ids: Sequence[str], *, times: int = 1) -> None:
+        """Record ``times`` accesses of each of ``ids``: ``access_count += times``, ``last_accessed`` = now."""
 
     @abstractmethod
     async def delete_where(

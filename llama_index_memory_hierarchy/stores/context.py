@@ -36,6 +36,7 @@ from llama_index_memory_hierarchy.embeddings import EmbeddingService
 from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreError
 from llama_index_memory_hierarchy.language import ANALYZER_VERSION
 from llama_index_memory_hierarchy.runtime import Runtime, get_runtime
+from llama_index_memory_hierarchy.stores.access import AccessLog
 from llama_index_memory_hierarchy.stores.base import (
     MEMORY_NAMESPACE,
     Record,
@@ -104,6 +105,8 @@ class StoreContext:
         self._locks: dict[tuple[Any, ...], asyncio.Lock] = {}
         self._graph: UserGraph | None = None
         self._background: set[asyncio.Task[Any]] = set()
+        #: Access bumps of reads, written in the background (one write per burst of reads).
+        self.accesses = AccessLog(self.records, self.spawn)
         self._retry: asyncio.Task[Any] | None = None
         #: ``space -> records`` embedded by another text model (counted when the space is first resolved).
         self.foreign_spaces: dict[str, int] | None = None
@@ -268,6 +271,7 @@ class StoreContext:
     async def _aclose(self) -> None:
         if self._retry is not None:
             self._retry.cancel()
+        self.accesses.flush_soon()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         if self._graph is not None:

@@ -207,7 +207,7 @@ class StoredTier(MemoryTier):
             half_life_hours=self.config.recency_half_life_hours,
         )[:limit]
         if ranked:
-            self.context.spawn(self.context.records.touch(self.user_id, [item.id for item in ranked]))
+            self.context.accesses.record(self.user_id, [item.id for item in ranked])
         return ranked
 
     async def arank(self, query: str, flt: MemoryFilter, limit: int) -> dict[str, float]:

@@ -473,6 +473,10 @@ async def test_touch(store: SQLRecordStore) -> None:
     assert first.item.last_accessed is not None and first.item.last_accessed >= before
     assert first.item.last_accessed.tzinfo is not None
     await store.touch("alice", [])
+    await store.touch("alice", [ids[1]], times=3)  # a burst of reads, written at once (stores/access.py)
+    assert (await store.get("alice", [ids[1]]))[0].item.access_count == 4
+    with pytest.raises(MemoryValidationError, match="times"):
+        await store.touch("alice", ids, times=0)
 
 
 async def test_outbox_written_with_inserts_and_deletes(store: SQLRecordStore) -> None:

@@ -43,6 +43,7 @@ from llama_index_memory_hierarchy.types import (
     validate_importance,
     validate_memory_id,
     validate_metadata,
+    validate_positive_int,
 )
 
 logger = logging.getLogger(__name__)
@@ -276,9 +277,10 @@ class SQLRecordStore(SQLDatabase, RecordStore):
         )
         return await self.run_transaction(lambda conn: self._delete_matching(conn, clauses), op="delete_where")
 
-    async def touch(self, user_id: str, ids: Sequence[str]) -> None:
-        """Record an access: ``access_count += 1`` and ``last_accessed = now`` (one statement per chunk)."""
+    async def touch(self, user_id: str, ids: Sequence[str], *, times: int = 1) -> None:
+        """Record accesses: ``access_count += times`` and ``last_accessed = now`` (one statement per chunk)."""
         validate_identifier(user_id, "user_id")
+        times = validate_positive_int(times, "times")
         wanted = validate_ids(ids)
         if not wanted:
             return
@@ -289,7 +291,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
                 await conn.execute(
                     sa.update(memories)
                     .where(memories.c.user_id == user_id, memories.c.id.in_(list(chunk)))
-                    .values(access_count=memories.c.access_count + 1, last_accessed=now)
+                    .values(access_count=memories.c.access_count + times, last_accessed=now)
                 )
 
         await self.run_transaction(work, write=True, op="touch", one_statement=len(wanted) <= CHUNK)

@@ -431,7 +431,7 @@ class SemanticMemory(StoredTier):
         ranked.sort(key=lambda i: i.score or 0.0, reverse=True)
         ranked = ranked[:limit]
         if ranked:
-            self.context.spawn(self.context.records.touch(self.user_id, [item.id for item in ranked]))
+            self.context.accesses.record(self.user_id, [item.id for item in ranked])
         return ranked
 
     async def _agraph_ranking(self, state: SemanticState, query: str, limit: int) -> list[str]:
