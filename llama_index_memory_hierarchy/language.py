@@ -32,7 +32,7 @@ import re
 import threading
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any, Literal
@@ -222,12 +222,26 @@ def _is_punctuation(token: str) -> bool:
 # ------------------------------------------------------------------------------ time
 @dataclass(frozen=True)
 class TimeHint:
-    """A time a text refers to: the interval ``[start, end)`` and how precise it is."""
+    """A time a text refers to: the interval ``[start, end)`` and how precise it is.
+
+    ``yearless``: the text named no year ("5月2日", "on May 2nd", "in April"); ``start`` is then
+    the latest such day or month not after the reference time, and :meth:`in_year` the same day
+    or month of another year: a memory of that day in any year answers it.
+    """
 
     start: datetime
     end: datetime
     granularity: Literal["day", "week", "month", "season", "year"]
     text: str = field(default="", compare=False)
+    yearless: bool = False
+
+    def in_year(self, year: int) -> TimeHint | None:
+        """The same day or month in ``year`` (None for 29 February in a common year)."""
+        try:
+            start = self.start.replace(year=year)
+        except ValueError:
+            return None
+        return replace(self, start=start, end=start + (self.end - self.start))
 
 
 def _utc(year: int, month: int, day: int) -> datetime:
@@ -239,6 +253,15 @@ def _month_span(year: int, month: int, count: int = 1) -> tuple[datetime, dateti
     end_month = month + count
     end = _utc(year + (end_month - 1) // 12, (end_month - 1) % 12 + 1, 1)
     return start, end
+
+
+def _latest_day(now: datetime, month: int, day: int) -> datetime | None:
+    """The latest ``month``/``day`` not after ``now`` (29 February: of the last leap year); None if no such day."""
+    year = now.year if (month, day) <= (now.month, now.day) else now.year - 1
+    for back in range(8):
+        if (found := _safe_day(year - back, month, day)) is not None:
+            return found
+    return None
 
 
 def _safe_day(year: int, month: int, day: int) -> datetime | None:
@@ -282,6 +305,8 @@ _MONTH_YEAR = re.compile(rf"\b({_MONTH_RE})\.?,?\s+(?:of\s+)?{_YEAR}\b", re.I)
 _SEASON_YEAR = re.compile(r"\b(spring|summer|autumn|fall|winter)\s+(?:of\s+)?((?:19|20)\d\d)\b", re.I)
 _ISO_DATE = re.compile(r"\b((?:19|20)\d\d)-(\d{1,2})-(\d{1,2})\b")
 _YEAR_ONLY = re.compile(rf"\b{_YEAR}\b")
+_MONTH_DAY = re.compile(rf"\b({_MONTH_RE})\.?\s+(\d{{1,2}}){_ORD}\b(?!\s*[:.]\d)", re.I)
+_DAY_MONTH = re.compile(rf"\b(\d{{1,2}}){_ORD}\s+(?:of\s+)?({_MONTH_RE})\b", re.I)
 _MONTH_ALONE = re.compile(rf"\b(?:in|during|on|of|since|until|by|early|mid|late|last|this)\s+({_MONTH_RE})\b", re.I)
 _RELATIVE_DAY = re.compile(r"\b(today|tonight|this morning|this afternoon|this evening|yesterday|tomorrow)\b", re.I)
 _RELATIVE_UNIT = re.compile(r"\b(last|this|next|past)\s+(week|weekend|month|year)\b", re.I)
@@ -326,11 +351,19 @@ def _english_time_hints(query: str, now: datetime | None) -> list[TimeHint]:
             add(m, _utc(year, 1, 1), _utc(year + 1, 1, 1), "year")
     if now is None:
         return hints
+    for pattern, month_group, day_group in ((_MONTH_DAY, 1, 2), (_DAY_MONTH, 2, 1)):
+        for m in pattern.finditer(query):
+            if free(m) and not (m.group(month_group).lower() == "may" and m.group(month_group).islower()):
+                day = _latest_day(now, _MONTHS[m.group(month_group).lower()], int(m.group(day_group)))
+                taken.append(m.span())
+                if day is not None:
+                    hints.append(TimeHint(day, day + timedelta(days=1), "day", m.group(0), yearless=True))
     for m in _MONTH_ALONE.finditer(query):
         if free(m) and not (m.group(1).lower() == "may" and not m.group(0)[0].isalpha()):
             month = _MONTHS[m.group(1).lower()]
-            year = now.year if month <= now.month else now.year - 1
-            add(m, *_month_span(year, month), "month")
+            taken.append(m.span())
+            start, end = _month_span(now.year if month <= now.month else now.year - 1, month)
+            hints.append(TimeHint(start, end, "month", m.group(0), yearless=True))
     today = _utc(now.year, now.month, now.day)
     for m in _RELATIVE_DAY.finditer(query):
         if free(m):
@@ -411,13 +444,12 @@ def _chinese_time_hints(query: str, now: datetime | None) -> list[TimeHint]:
     for m in _ZH_MONTH_DAY.finditer(text):
         year = int(m.group(1)) if m.group(1) else None
         month, day_number = int(m.group(2)), int(m.group(3))
-        if year is None:
-            if now is None:
-                continue
-            year = now.year if (month, day_number) <= (now.month, now.day) else now.year - 1
-        day = _safe_day(year, month, day_number)
+        yearless = year is None
+        if year is None and now is None:
+            continue
+        day = _latest_day(now, month, day_number) if year is None else _safe_day(year, month, day_number)
         if day is not None:
-            hints.append(TimeHint(day, day + timedelta(days=1), "day", m.group(0)))
+            hints.append(TimeHint(day, day + timedelta(days=1), "day", m.group(0), yearless=yearless))
     text = _ZH_MONTH_DAY.sub(" ", text)
     if now is None or not _ZH_TIME_CUE.search(text):
         return hints

@@ -67,10 +67,26 @@ def _spans(text: str) -> list[tuple[str, str, str]]:
         ("我的经理是谁？", []),
         ("What did I do last week?", [("2023-05-01", "2023-05-08", "week")]),
         ("on 8 May, 2023", [("2023-05-08", "2023-05-09", "day")]),
+        ("What did I tell you on May 2nd?", [("2023-05-02", "2023-05-03", "day")]),
+        ("On 4 May we talked about books", [("2023-05-04", "2023-05-05", "day")]),
+        ("the 29th of April", [("2023-04-29", "2023-04-30", "day")]),
+        ("What did we talk about on June 5?", [("2022-06-05", "2022-06-06", "day")]),  # the latest 5 June
+        ("I may 2 go there", []),  # "may" the verb
     ],
 )
 def test_time_hints_relative_to_the_event_time(text: str, expected: list[tuple[str, str, str]]) -> None:
     assert _spans(text) == expected
+
+
+def test_a_date_without_a_year_is_marked_and_moves_to_any_year() -> None:
+    [day] = L.extract_time_hints("5月2日我去了哪里？", NOW)
+    [english] = L.extract_time_hints("on May 2nd", NOW)
+    assert day.yearless and english.yearless and day.start == english.start
+    assert day.in_year(2020) is not None and day.in_year(2020).start.year == 2020
+    [full] = L.extract_time_hints("2023年5月2日", NOW)
+    assert not full.yearless
+    [leap] = L.extract_time_hints("2月29日", NOW)  # the latest 29 February before 10 May 2023: 2020
+    assert leap.start.year == 2020 and leap.in_year(2021) is None
 
 
 def test_relative_time_needs_an_event_time() -> None:

@@ -178,13 +178,14 @@ def time_score(
     1 inside a hint's interval, decaying exponentially with the distance outside it
     (scale by precision, :data:`TIME_SCALES_DAYS`). Events told *after* the period
     (a conversation on 2 June about "last month") decay ``late_factor`` times slower,
-    since people talk about the past more than the future.
+    since people talk about the past more than the future. A hint that named no year
+    (``TimeHint.yearless``) is that day or month of the event's year (or a neighbouring one).
     """
     if not hints:
         return 0.0
     moment = as_utc(event_time)
     best = 0.0
-    for hint in hints:
+    for hint in _in_event_years(hints, moment.year):
         if hint.start <= moment < hint.end:
             return 1.0
         scale = scales.get(hint.granularity, 10.0)
@@ -194,6 +195,17 @@ def time_score(
             distance = (moment - hint.end).total_seconds() / 86400.0 * late_factor
         best = max(best, math.exp(-distance / scale))
     return best
+
+
+def _in_event_years(hints: Sequence[TimeHint], year: int) -> list[TimeHint]:
+    """The hints, a year-less one as the same day or month of ``year`` and of the years beside it."""
+    out: list[TimeHint] = []
+    for hint in hints:
+        if not hint.yearless:
+            out.append(hint)
+            continue
+        out += [shifted for y in (year - 1, year, year + 1) if (shifted := hint.in_year(y)) is not None]
+    return out
 
 
 # ------------------------------------------------------------------------------ entities

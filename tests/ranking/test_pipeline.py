@@ -234,6 +234,19 @@ def test_time_score_inside_near_and_far() -> None:
     assert time_score(datetime(2023, 5, 8, 1), hints) == 1.0  # naive = UTC
 
 
+def test_a_date_without_a_year_matches_that_day_of_any_year() -> None:
+    """"On May 2nd" asked in 2026 is answered by a memory of 2 May 2023: the day of the year, not the clock's year."""
+    asked = datetime(2026, 12, 1, tzinfo=UTC)
+    for query in ("What did I see on May 2nd?", "我5月2日看了什么？"):
+        hints = extract_time_hints(query, asked)
+        assert time_score(datetime(2023, 5, 2, 12, tzinfo=UTC), hints) == 1.0
+        assert time_score(datetime(2023, 5, 20, 12, tzinfo=UTC), hints) < 0.2
+    dated = extract_time_hints("What did I see on May 2nd, 2025?", asked)
+    assert time_score(datetime(2023, 5, 2, 12, tzinfo=UTC), dated) < 1e-6  # a year named is kept
+    december = extract_time_hints("on December 31", datetime(2024, 1, 5, tzinfo=UTC))
+    assert time_score(datetime(2023, 12, 31, 20, tzinfo=UTC), december) == 1.0
+
+
 def test_time_score_takes_the_best_hint() -> None:
     hints = [
         TimeHint(datetime(2022, 1, 1, tzinfo=UTC), datetime(2022, 1, 2, tzinfo=UTC), "day"),
