@@ -192,6 +192,15 @@ class ConversationCompressor:
         state = self._sessions.get(session_id)
         return state is not None and state.summary is not None
 
+    def covered_turns(self, session_id: str) -> int:
+        """How many turns of ``session_id`` this process's running summary covers (0 when it holds none).
+
+        Why: it grows at each fold, so a caller (the lifecycle benchmark) can count the summary's
+        rewrites without reading the compressor's state.
+        """
+        state = self._sessions.get(session_id)
+        return state.covered_count if state is not None else 0
+
     @staticmethod
     def _covered(state: _SessionSummary, history: History) -> int:
         if state.covered_until is not None:

@@ -71,6 +71,16 @@ def test_the_summary_persists_for_the_session(memory_factory) -> None:
     assert again.manager.session_summary() is None
 
 
+def test_covered_turns_counts_the_turns_folded_into_the_summary(memory_factory) -> None:
+    memory = memory_factory(chat_history_token_limit=120)
+    compressor = memory.manager.compressor
+    assert compressor.covered_turns("s1") == 0  # nothing folded yet
+    memory.put_messages(turns(16))
+    shown = [m for m in memory.get() if m.role != MessageRole.SYSTEM]
+    assert compressor.covered_turns("s1") == 18 - len(shown) > 0  # folded: the turns no longer shown
+    assert compressor.covered_turns("s2") == 0
+
+
 def test_llm_summary_is_used_and_kept_within_its_cap(memory_factory) -> None:
     long_reply = "The user is allergic to peanuts. " + "They discussed cooking at length. " * 80
     llm = ScriptedLLM(rules=[(SUMMARY, long_reply)])
