@@ -6,7 +6,12 @@ from __future__ import annotations
 from lifecycle_llm import SUMMARY, ScriptedLLM
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
-from llama_index_memory_hierarchy.lifecycle.compression import SUMMARY_HEADER, extractive_summary, fit_tokens
+from llama_index_memory_hierarchy.lifecycle.compression import (
+    SUMMARY_HEADER,
+    extractive_lines,
+    extractive_summary,
+    fit_tokens,
+)
 from llama_index_memory_hierarchy.messages import message_text
 from llama_index_memory_hierarchy.text import count_tokens
 
@@ -127,3 +132,19 @@ def test_extractive_summary_keeps_the_most_important_sentences_in_order() -> Non
     assert count_tokens(summary) <= 40
     assert fit_tokens("One. Two three four. " * 20, 10).endswith(".")
     assert count_tokens(fit_tokens("word " * 100, 12)) <= 12
+
+
+def test_extractive_lines_name_the_turn_each_line_quotes() -> None:
+    previous = "- user: My daughter's birthday is on June 4th."
+    turns = [
+        ("user", "ok thanks. I'm allergic to shellfish and I love sushi."),
+        ("assistant", "Sure."),
+        ("user", "I moved to Oslo in spring."),
+    ]
+    lines = extractive_lines(previous, turns, cap_tokens=60)
+    assert lines == [
+        (None, previous),  # kept from the previous summary: no turn of these
+        (0, "- user: I'm allergic to shellfish and I love sushi."),
+        (2, "- user: I moved to Oslo in spring."),
+    ]
+    assert extractive_summary(previous, turns, cap_tokens=60) == "\n".join(line for _, line in lines)
