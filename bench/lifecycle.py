@@ -59,13 +59,11 @@ def main() -> None:
                     ChatMessage(role="assistant", content=f"For {topic}, take it one step at a time (note {i})."),
                 ]
             )
-            before = manager.compressor._sessions.get("s1")
-            covered = before.covered_count if before else 0
+            covered = manager.compressor.covered_turns("s1")
             start = time.perf_counter()
             memory.get()
             gets.append(time.perf_counter() - start)
-            after = manager.compressor._sessions["s1"]
-            folds += after.covered_count != covered
+            folds += manager.compressor.covered_turns("s1") != covered
         figures["get_p50_ms"], figures["get_p95_ms"] = p(gets, 0.5), p(gets, 0.95)
         figures["summary_rewrites"] = folds
 

@@ -6,7 +6,8 @@ threads. Running every store coroutine on one owned loop lets the same coroutine
 the sync API (``run``: block until done) and the async API (``arun``: await without
 blocking the caller's loop), with no copy of the logic. :class:`RuntimeBound` is the one
 way the package's public objects (the memory, its tiers, manager, tools and knowledge
-bases) put their calls there.
+bases) put their calls there. Beside it, :func:`default_threads`: how many CPU threads the
+native engines (ONNX Runtime, llama.cpp) take by default, one rule for both.
 """
 
 from __future__ import annotations
@@ -156,3 +157,20 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def default_threads(cores_per_thread: int = 1) -> int:
+    """CPU threads for a native engine: ``$OMP_NUM_THREADS`` when set, else one per
+    ``cores_per_thread`` of the cores this process may run on, at most 4.
+
+    Why the cap: more threads rarely speed up the small bundled models, and on a shared machine
+    they take cores from everything else.
+    """
+    env = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores // cores_per_thread, 4))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Coroutine, Iterator
 from concurrent.futures import Future
@@ -10,7 +11,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
+from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound, default_threads
 
 T = TypeVar("T")
 
@@ -72,3 +73,26 @@ def test_sync_twins_refuse_to_block_the_runtime_itself(runtime: CountingRuntime)
 
     with pytest.raises(RuntimeError, match="async API"):
         runtime.run(from_inside())
+
+
+# ---- default_threads: the one rule for the native engines' threads ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cores", "cores_per_thread", "expected"),
+    [(8, 1, 4), (3, 1, 3), (6, 2, 3), (2, 2, 1), (1, 2, 1)],
+)
+def test_default_threads_is_one_per_cores_per_thread_at_most_four(
+    monkeypatch: pytest.MonkeyPatch, cores: int, cores_per_thread: int, expected: int
+) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(cores)), raising=False)
+    assert default_threads(cores_per_thread) == expected
+
+
+def test_default_threads_honours_omp_num_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(8)), raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "6")
+    assert default_threads() == default_threads(cores_per_thread=2) == 6
+    monkeypatch.setenv("OMP_NUM_THREADS", "0")  # not a thread count: the cores decide
+    assert default_threads() == 4

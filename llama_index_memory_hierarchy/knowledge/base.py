@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from llama_index.core.schema import Document
@@ -45,7 +45,7 @@ from llama_index_memory_hierarchy.knowledge.loaders import (
     load_file,
 )
 from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
-from llama_index_memory_hierarchy.stores.base import Record
+from llama_index_memory_hierarchy.stores.base import Record, batches
 from llama_index_memory_hierarchy.types import (
     MemoryFilter,
     MemoryItem,
@@ -64,7 +64,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index_memory_hierarchy.stores.context import StoreContext
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
 #: Record namespace prefix of knowledge bases (memory tiers use ``memory``).
 KB_NAMESPACE_PREFIX = "kb:"
@@ -411,7 +410,7 @@ class KnowledgeBase(RuntimeBound):
         known = {h: i for state in manifest.values() for h, i in state.chunk_hashes.items()}
         wanted = {c.chunk_hash for _, chunks, _ in prepared for c in chunks}
         old_ids = sorted({known[h] for h in wanted if h in known})
-        for ids in _batches(old_ids, _PAGE):
+        for ids in batches(old_ids, _PAGE):
             for record in await self.context.records.get(self.user_id, ids, with_embeddings=True):
                 chunk_hash = record.item.metadata.get("chunk_hash")
                 if record.space == space and record.embedding is not None and isinstance(chunk_hash, str):
@@ -472,7 +471,7 @@ class KnowledgeBase(RuntimeBound):
             total=len(hashes), desc="Embedding chunks", unit="chunk", enabled=show and len(hashes) > 64
         )
         try:
-            for batch in _batches(hashes, _EMBED_BATCH):
+            for batch in batches(hashes, _EMBED_BATCH):
                 embedded = await self.context.embeddings.aembed_texts([pending[h] for h in batch], field="chunk")
                 vectors.fresh.update(zip(batch, embedded, strict=True))
                 progress.update(len(batch))
@@ -742,10 +741,6 @@ class _Vectors:
     def get(self, chunk: _Chunk) -> np.ndarray:
         found = self.fresh.get(chunk.chunk_hash)
         return found if found is not None else self.reuse[chunk.chunk_hash]
-
-
-def _batches(values: Sequence[T], size: int) -> list[Sequence[T]]:
-    return [values[i : i + size] for i in range(0, len(values), size)]
 
 
 class _NoProgress:

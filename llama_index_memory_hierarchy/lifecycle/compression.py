@@ -88,6 +88,52 @@ def fit_tokens(text: str, cap: int) -> str:
     return " ".join(words) + " …" if words else ""
 
 
+def extractive_lines(
+    previous: str | None,
+    turns: Sequence[tuple[str, str]],
+    cap_tokens: int,
+    estimator: ImportanceEstimator | None = None,
+) -> list[tuple[int | None, str]]:
+    """The lines of :func:`extractive_summary`, each with the position in ``turns`` of the turn it
+    quotes (None for a line kept from ``previous``).
+
+    Why: a summary stored as a memory cites the turns it quotes, and only those (a deleted turn
+    then changes only the summaries that show it).
+    """
+    estimator = estimator or ImportanceEstimator()
+    candidates: list[tuple[int, int | None, str, float]] = []
+    seen: set[str] = set()
+
+    def add(source: int | None, line: str, sentence: str, bonus: float) -> None:
+        key = " ".join(sentence.casefold().split())
+        if key in seen or len(sentence.split()) < 3:
+            return
+        seen.add(key)
+        score = estimator.estimate(sentence)
+        if score <= 0.15:  # greetings and acknowledgements
+            return
+        candidates.append((len(candidates), source, line, score + bonus))
+
+    for line in (previous or "").splitlines():
+        line = line.strip()
+        if line:
+            sentence = line.split(":", 1)[1].strip() if line.startswith("- ") and ":" in line else line
+            add(None, line if line.startswith("- ") else f"- {line}", sentence, 0.05)
+    for position, (role, text) in enumerate(turns):
+        for sentence in split_sentences(text):
+            sentence = _clip_words(sentence, _MAX_SENTENCE_WORDS)
+            add(position, f"- {role}: {sentence}", sentence, 0.03 if role == "user" else 0.0)
+    picked: list[tuple[int, int | None, str]] = []
+    used = 0
+    for order, source, line, _ in sorted(candidates, key=lambda c: (-c[3], c[0])):
+        cost = count_tokens(line) + 1
+        if used + cost > cap_tokens:
+            continue
+        picked.append((order, source, line))
+        used += cost
+    return [(source, line) for _, source, line in sorted(picked)]
+
+
 def extractive_summary(
     previous: str | None,
     turns: Sequence[tuple[str, str]],
@@ -99,38 +145,7 @@ def extractive_summary(
     Lines read ``- role: sentence`` and keep conversation order. Sentences already in the
     summary get a small bonus (a summary should not churn), user sentences a smaller one.
     """
-    estimator = estimator or ImportanceEstimator()
-    candidates: list[tuple[int, str, float]] = []
-    seen: set[str] = set()
-
-    def add(line: str, sentence: str, bonus: float) -> None:
-        key = " ".join(sentence.casefold().split())
-        if key in seen or len(sentence.split()) < 3:
-            return
-        seen.add(key)
-        score = estimator.estimate(sentence)
-        if score <= 0.15:  # greetings and acknowledgements
-            return
-        candidates.append((len(candidates), line, score + bonus))
-
-    for line in (previous or "").splitlines():
-        line = line.strip()
-        if line:
-            sentence = line.split(":", 1)[1].strip() if line.startswith("- ") and ":" in line else line
-            add(line if line.startswith("- ") else f"- {line}", sentence, 0.05)
-    for role, text in turns:
-        for sentence in split_sentences(text):
-            sentence = _clip_words(sentence, _MAX_SENTENCE_WORDS)
-            add(f"- {role}: {sentence}", sentence, 0.03 if role == "user" else 0.0)
-    picked: list[tuple[int, str]] = []
-    used = 0
-    for order, line, _ in sorted(candidates, key=lambda c: (-c[2], c[0])):
-        cost = count_tokens(line) + 1
-        if used + cost > cap_tokens:
-            continue
-        picked.append((order, line))
-        used += cost
-    return "\n".join(line for _, line in sorted(picked))
+    return "\n".join(line for _, line in extractive_lines(previous, turns, cap_tokens, estimator))
 
 
 class ConversationCompressor:
@@ -191,6 +206,15 @@ class ConversationCompressor:
         """Whether this process holds a running summary of ``session_id``."""
         state = self._sessions.get(session_id)
         return state is not None and state.summary is not None
+
+    def covered_turns(self, session_id: str) -> int:
+        """How many turns of ``session_id`` this process's running summary covers (0 when it holds none).
+
+        Why: it grows at each fold, so a caller (the lifecycle benchmark) can count the summary's
+        rewrites without reading the compressor's state.
+        """
+        state = self._sessions.get(session_id)
+        return state.covered_count if state is not None else 0
 
     @staticmethod
     def _covered(state: _SessionSummary, history: History) -> int:

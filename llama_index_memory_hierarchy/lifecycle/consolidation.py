@@ -18,7 +18,9 @@ so running consolidation twice creates nothing twice):
    offline extractor finds some) is replaced by the offline path for that part, and
    ``ConsolidationReport.fallbacks`` says so. Every fact records its
    sources (``source_ids``), its validity start (the event time) and its extractor; the
-   session summary is stored as an episodic event of kind ``summary`` citing its events.
+   session summary is stored as an episodic event of kind ``summary`` citing its events:
+   every event of the batch for an LLM summary (which sentence came from where is not known),
+   only the events it quotes for an extractive one (:func:`extractive_event_summary`).
 
 Then reflection runs when enough has happened (see :mod:`.reflection`). Consolidation runs
 on demand (``consolidate()``), at ``end_session()``, or in the background on the store
@@ -31,6 +33,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -38,7 +41,7 @@ from pydantic import BaseModel, Field
 from llama_index_memory_hierarchy.errors import LLMReplyError, MemoryValidationError
 from llama_index_memory_hierarchy.extraction import ExtractedFact, OfflineExtractor, grounded, normalize_predicate
 from llama_index_memory_hierarchy.instrumentation import traced
-from llama_index_memory_hierarchy.lifecycle.compression import extractive_summary
+from llama_index_memory_hierarchy.lifecycle.compression import extractive_lines
 from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
 from llama_index_memory_hierarchy.lifecycle.importance import ImportanceEstimator
 from llama_index_memory_hierarchy.lifecycle.llm import (
@@ -82,6 +85,32 @@ DISTILL_SCHEMA = object_schema(
 )
 #: Words of the prompt's own template: a reply that echoes them is not a summary.
 _TEMPLATE_ECHO = ("2-4 sentences", "what happened and what matters")
+
+
+@dataclass(frozen=True)
+class EventSummary:
+    """A summary of events to store: its text, the events it cites, and who wrote it."""
+
+    text: str
+    sources: Sequence[MemoryItem]
+    method: str  # "llm" or "extractive"
+
+
+def extractive_event_summary(
+    events: Sequence[MemoryItem], estimator: ImportanceEstimator | None = None
+) -> EventSummary | None:
+    """The extractive summary of ``events``, citing only the events whose sentences it quotes.
+
+    None when it quotes fewer than two: a summary of one event only repeats it (and the
+    deletion path deletes a summary left with one source). The deletion path regenerates
+    summaries with it too, so a regenerated summary cites as honestly as a new one.
+    """
+    turns = [(str(e.metadata.get("role") or "event"), e.content) for e in events]
+    lines = extractive_lines(None, turns, _SUMMARY_TOKENS, estimator)
+    quoted = sorted({source for source, _ in lines if source is not None})
+    if len(quoted) < 2:
+        return None
+    return EventSummary("\n".join(line for _, line in lines), [events[i] for i in quoted], "extractive")
 
 
 class ConsolidationReport(BaseModel):
@@ -251,7 +280,7 @@ class Consolidator:
             for start in range(0, len(group), size):
                 batch = group[start : start + size]
                 results: dict[str, list[str]]
-                summary: str | None
+                summary: EventSummary | None
                 if llm is not None:
                     try:
                         results, summary = await self._adistill_llm(llm, batch, report)
@@ -265,24 +294,22 @@ class Consolidator:
                         results, summary = await self._adistill_offline(batch)
                 else:
                     results, summary = await self._adistill_offline(batch)
-                summary_id = await self._astore_summary(session, batch, summary, "llm" if llm else "extractive")
+                summary_id = await self._astore_summary(session, summary)
                 if summary_id:
                     report.summaries.append(summary_id)
                 for fact_ids in results.values():
                     report.facts.extend(f for f in fact_ids if f not in report.facts)
                 report.distilled.extend(e.id for e in batch)
+                summarised = {e.id for e in summary.sources} if summary_id and summary else set()
                 marks = [
-                    (e.id, e.session_id, [*results.get(e.id, []), *([summary_id] if summary_id else [])]) for e in batch
+                    (e.id, e.session_id, [*results.get(e.id, []), *([summary_id] if e.id in summarised else [])])
+                    for e in batch
                 ]
                 await deps.store.amark(deps.user_id, STAGE_SEMANTIC, marks)
 
-    async def _adistill_offline(self, batch: Sequence[MemoryItem]) -> tuple[dict[str, list[str]], str | None]:
+    async def _adistill_offline(self, batch: Sequence[MemoryItem]) -> tuple[dict[str, list[str]], EventSummary | None]:
         results = await self._aadd_facts(await self._aoffline_facts(batch))
-        return results, self._extractive_summary(batch)
-
-    def _extractive_summary(self, batch: Sequence[MemoryItem]) -> str | None:
-        turns = [(str(e.metadata.get("role") or "event"), e.content) for e in batch]
-        return extractive_summary(None, turns, _SUMMARY_TOKENS, self.estimator) or None
+        return results, extractive_event_summary(batch, self.estimator)
 
     async def _aoffline_facts(self, batch: Sequence[MemoryItem]) -> list[tuple[str, Any]]:
         """The offline extractor's facts of each event, as fact inputs citing it."""
@@ -307,7 +334,7 @@ class Consolidator:
 
     async def _adistill_llm(
         self, llm: Any, batch: Sequence[MemoryItem], report: ConsolidationReport
-    ) -> tuple[dict[str, list[str]], str | None]:
+    ) -> tuple[dict[str, list[str]], EventSummary | None]:
         lines = []
         for number, event in enumerate(batch, start=1):
             role = event.metadata.get("role") or "event"
@@ -372,11 +399,11 @@ class Consolidator:
         ):
             summary = None
         if summary is None:
-            fallback = self._extractive_summary(batch)
-            if fallback and len(batch) >= 2:
+            fallback = extractive_event_summary(batch, self.estimator)
+            if fallback:
                 report.fallbacks.append(f"{len(batch)} events: no usable LLM summary; an extractive one is kept")
             return results, fallback
-        return results, " ".join(summary.split())
+        return results, EventSummary(" ".join(summary.split()), batch, "llm")
 
     async def _aadd_facts(self, inputs: Sequence[tuple[str, Any]]) -> dict[str, list[str]]:
         """Add facts in one batch (one by one when one of them is invalid); ``{event id: fact ids}``."""
@@ -404,21 +431,21 @@ class Consolidator:
                     bucket.append(fact_id)
         return results
 
-    async def _astore_summary(
-        self, session_id: str | None, batch: Sequence[MemoryItem], summary: str | None, method: str
-    ) -> str | None:
-        if not summary or len(batch) < 2:
+    async def _astore_summary(self, session_id: str | None, summary: EventSummary | None) -> str | None:
+        """Store ``summary`` as an episodic event citing its sources (none of one source: it would repeat it)."""
+        if summary is None or len(summary.sources) < 2:
             return None
         deps = self.deps
         label = f"session {session_id}" if session_id else "events"
+        sources = summary.sources
         item = MemoryItem.create(
-            content=f"Summary of {label}: {summary}",
+            content=f"Summary of {label}: {summary.text}",
             memory_type=MemoryType.EPISODIC,
             user_id=deps.user_id,
             session_id=session_id,
-            timestamp=max(e.timestamp for e in batch),
-            importance=max(e.importance for e in batch),
-            metadata={"kind": SUMMARY_KIND, "source_ids": [e.id for e in batch], "method": method},
+            timestamp=max(e.timestamp for e in sources),
+            importance=max(e.importance for e in sources),
+            metadata={"kind": SUMMARY_KIND, "source_ids": [e.id for e in sources], "method": summary.method},
         )
         [memory_id] = await deps.tiers.episodic.aadd_items([item], dedupe=True)
         return memory_id

@@ -15,9 +15,10 @@ strategies, and the CLI's ``lmh forget ID``. Whichever door, a deleted memory is
 3. from what was derived from it: semantic facts and reflection insights that cite only
    deleted memories are deleted (through this same path, so their own dependents follow);
    those that cite others too only lose the citation. A consolidated session summary that
-   cites it is regenerated (extractively, from the events it still cites) or deleted when
-   fewer than two remain; the running conversation summary of its session is dropped and
-   folded again from the remaining turns on the next ``get()``;
+   cites it is regenerated (extractively, from the events it still cites, citing those it then
+   quotes) or deleted when it would cite fewer than two; a summary that does not cite it (an
+   extractive summary that never quoted it) stays as it is. The running conversation summary
+   of its session is dropped and folded again from the remaining turns on the next ``get()``;
 4. from consolidation's future: a tombstone (the id only, never text) per deleted memory
    stops consolidation from writing any working copy of it (in another process too) back
    to episodic memory, and its consolidation marks are dropped.
@@ -37,8 +38,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
 from llama_index_memory_hierarchy.instrumentation import traced
-from llama_index_memory_hierarchy.lifecycle.compression import extractive_summary
-from llama_index_memory_hierarchy.lifecycle.consolidation import SUMMARY_KIND
+from llama_index_memory_hierarchy.lifecycle.consolidation import SUMMARY_KIND, extractive_event_summary
 from llama_index_memory_hierarchy.lifecycle.sessions import LiveMemory, live_memories
 from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, Record
@@ -52,8 +52,6 @@ logger = logging.getLogger(__name__)
 
 #: Ids per ``LIKE`` query when looking for memories that cite deleted ones.
 _CITE_CHUNK = 50
-#: Token budget of a regenerated session summary (as consolidation writes them).
-_SUMMARY_TOKENS = 120
 
 
 class DeletionReport(BaseModel):
@@ -246,13 +244,12 @@ async def _aderived(
 async def _aregenerate_summary(
     context: StoreContext, user_id: str, record: Record, sources: list[str], live: list[LiveMemory]
 ) -> bool:
-    """Rewrite a consolidated session summary from the events it still cites (extractive, no LLM)."""
-    events = await context.records.get(user_id, sources)
-    turns = [(str(r.item.metadata.get("role") or "event"), r.item.content) for r in events]
-    text = extractive_summary(None, turns, _SUMMARY_TOKENS) if len(events) >= 2 else ""
-    if not text:
+    """Rewrite a consolidated session summary from the events it still cites (extractive, no LLM);
+    False when that summary would cite fewer than two events."""
+    summary = extractive_event_summary([r.item for r in await context.records.get(user_id, sources)])
+    if summary is None:
         return False
     label = record.item.content.split(":", 1)[0] if ":" in record.item.content else "Summary of events"
     episodic = _tier_for(context, user_id, MemoryType.EPISODIC, live, None)
-    metadata = {"source_ids": [r.item.id for r in events], "method": "extractive", "regenerated": True}
-    return bool(await episodic.aupdate(record.item.id, content=f"{label}: {text}", metadata=metadata))
+    metadata = {"source_ids": [e.id for e in summary.sources], "method": summary.method, "regenerated": True}
+    return bool(await episodic.aupdate(record.item.id, content=f"{label}: {summary.text}", metadata=metadata))

@@ -21,7 +21,6 @@ import contextlib
 import importlib
 import importlib.util
 import logging
-import os
 import queue
 import secrets
 import threading
@@ -46,6 +45,7 @@ from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_ca
 from llama_index.core.llms.llm import LLM
 
 from llama_index_memory_hierarchy.errors import LLMRequiredError, MemoryHierarchyError, MemoryValidationError
+from llama_index_memory_hierarchy.runtime import default_threads
 from llama_index_memory_hierarchy.types import validate_positive_int
 
 logger = logging.getLogger(__name__)
@@ -137,14 +137,10 @@ def local_llm_available() -> bool:
     return runtime_installed() and find_bundled_model() is not None
 
 
-def _default_threads() -> int:
-    """About one thread per physical core, at most 4: llama.cpp threads wait for each other at
-    every layer, so oversubscribing a busy machine (2 shared CI cores) stalls generation badly."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(4, cpus // 2))
+def _llama_threads() -> int:
+    """About one thread per physical core (two logical ones): llama.cpp threads wait for each other
+    at every layer, so oversubscribing a busy machine (2 shared CI cores) stalls generation badly."""
+    return default_threads(cores_per_thread=2)
 
 
 # --------------------------------------------------------------------------------------------
@@ -356,7 +352,7 @@ class LocalLLM(LLM):
     max_tokens: int = Field(default=256, ge=1, description="Most tokens generated per request.")
     temperature: float = Field(default=0.0, ge=0.0, le=2.0, description="0 = greedy, deterministic.")
     seed: int = Field(default=42, ge=0, description="Sampling seed (matters when temperature > 0).")
-    n_threads: int = Field(default_factory=_default_threads, ge=1, description="CPU threads for llama.cpp.")
+    n_threads: int = Field(default_factory=_llama_threads, ge=1, description="CPU threads for llama.cpp.")
     cache_prompt: bool = Field(
         default=False,
         description="Reuse the KV cache across requests: faster on shared prefixes, but llama.cpp then "

@@ -16,17 +16,24 @@ import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
 from llama_index_memory_hierarchy.types import MemoryFilter, MemoryItem, MemoryType
+
+T = TypeVar("T")
 
 #: Namespace of memory-tier records; knowledge bases use ``kb:<name>``.
 MEMORY_NAMESPACE = "memory"
 #: Namespace of the satellite records that carry a perception's non-text vectors (other encoders'
 #: spaces): the stores tell them apart from text records when they compare embedding models.
 VECTOR_NAMESPACE = "perceptual:vectors"
+
+
+def batches(values: Sequence[T], size: int) -> list[Sequence[T]]:
+    """Consecutive slices of at most ``size`` values: one bounded statement or backend call each."""
+    return [values[i : i + size] for i in range(0, len(values), size)]
 
 
 @dataclass

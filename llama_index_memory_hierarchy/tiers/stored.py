@@ -3,9 +3,10 @@
 Their memories live in the shared record store (the source of truth) and the vector and
 keyword indexes derived from it: durable writes, hybrid retrieval, updates, removal and
 forgetting, all scoped to one user. A subclass changes what differs through hooks
-(:meth:`StoredTier.abuild_records`, :meth:`StoredTier._aremove_records`), never through a
-check of its own type here; what is derived from a deleted memory in *another* tier (facts
-citing it) is removed by the cascades the tier set registers (:meth:`StoredTier.on_delete`).
+(:meth:`StoredTier.prepare_item`, :meth:`StoredTier.abuild_records`,
+:meth:`StoredTier._aremove_records`), never through a check of its own type here; what is
+derived from a deleted memory in *another* tier (facts citing it) is removed by the cascades
+the tier set registers (:meth:`StoredTier.on_delete`).
 """
 
 from __future__ import annotations
@@ -85,10 +86,18 @@ class StoredTier(MemoryTier):
         item = self.make_item(
             item_or_text, timestamp=timestamp, importance=importance, metadata=metadata, session_id=session_id
         )
-        return (await self.aadd_items([item], dedupe=dedupe))[0]
+        return (await self.aadd_items([self.prepare_item(item)], dedupe=dedupe))[0]
 
     async def aadd_many(self, items: Sequence[MemoryItem | str], *, dedupe: bool = False) -> list[str]:
-        return await self.aadd_items(self.make_items(items), dedupe=dedupe)
+        return await self.aadd_items([self.prepare_item(item) for item in self.make_items(items)], dedupe=dedupe)
+
+    def prepare_item(self, item: MemoryItem) -> MemoryItem:
+        """Hook: check or complete an item given to :meth:`aadd` or :meth:`aadd_many` before it is stored.
+
+        Why: a tier's public adds take plain items that its own writers (which call
+        :meth:`aadd_items` directly) build complete; here, the item as it is.
+        """
+        return item
 
     async def aadd_items(
         self, items: Sequence[MemoryItem], *, embeddings: Sequence[np.ndarray] | None = None, dedupe: bool = False

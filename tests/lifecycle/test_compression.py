@@ -6,7 +6,12 @@ from __future__ import annotations
 from lifecycle_llm import SUMMARY, ScriptedLLM
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
-from llama_index_memory_hierarchy.lifecycle.compression import SUMMARY_HEADER, extractive_summary, fit_tokens
+from llama_index_memory_hierarchy.lifecycle.compression import (
+    SUMMARY_HEADER,
+    extractive_lines,
+    extractive_summary,
+    fit_tokens,
+)
 from llama_index_memory_hierarchy.messages import message_text
 from llama_index_memory_hierarchy.text import count_tokens
 
@@ -71,6 +76,16 @@ def test_the_summary_persists_for_the_session(memory_factory) -> None:
     assert again.manager.session_summary() is None
 
 
+def test_covered_turns_counts_the_turns_folded_into_the_summary(memory_factory) -> None:
+    memory = memory_factory(chat_history_token_limit=120)
+    compressor = memory.manager.compressor
+    assert compressor.covered_turns("s1") == 0  # nothing folded yet
+    memory.put_messages(turns(16))
+    shown = [m for m in memory.get() if m.role != MessageRole.SYSTEM]
+    assert compressor.covered_turns("s1") == 18 - len(shown) > 0  # folded: the turns no longer shown
+    assert compressor.covered_turns("s2") == 0
+
+
 def test_llm_summary_is_used_and_kept_within_its_cap(memory_factory) -> None:
     long_reply = "The user is allergic to peanuts. " + "They discussed cooking at length. " * 80
     llm = ScriptedLLM(rules=[(SUMMARY, long_reply)])
@@ -117,3 +132,19 @@ def test_extractive_summary_keeps_the_most_important_sentences_in_order() -> Non
     assert count_tokens(summary) <= 40
     assert fit_tokens("One. Two three four. " * 20, 10).endswith(".")
     assert count_tokens(fit_tokens("word " * 100, 12)) <= 12
+
+
+def test_extractive_lines_name_the_turn_each_line_quotes() -> None:
+    previous = "- user: My daughter's birthday is on June 4th."
+    turns = [
+        ("user", "ok thanks. I'm allergic to shellfish and I love sushi."),
+        ("assistant", "Sure."),
+        ("user", "I moved to Oslo in spring."),
+    ]
+    lines = extractive_lines(previous, turns, cap_tokens=60)
+    assert lines == [
+        (None, previous),  # kept from the previous summary: no turn of these
+        (0, "- user: I'm allergic to shellfish and I love sushi."),
+        (2, "- user: I moved to Oslo in spring."),
+    ]
+    assert extractive_summary(previous, turns, cap_tokens=60) == "\n".join(line for _, line in lines)

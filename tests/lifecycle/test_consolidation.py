@@ -89,6 +89,18 @@ def test_offline_distillation_links_facts_to_their_sources(memory_factory) -> No
     assert len(facts_of(memory)) == count
 
 
+def test_an_extractive_summary_cites_only_the_turns_it_quotes(memory_factory) -> None:
+    quoted = ["I work at Acme Corp as a data engineer.", "My sister Lena lives in Lisbon."]
+    memory = memory_factory()
+    memory.put_messages([user(quoted[0]), user("Sounds good!"), user(quoted[1])])
+    turns = {i.content: i.id for i in query(memory.episodic)}
+    report = memory.manager.consolidate()
+    assert turns["Sounds good!"] in report.distilled  # in the batch, too short to be quoted
+    [summary] = [i for i in query(memory.episodic) if i.metadata.get("kind") == SUMMARY_KIND]
+    assert "Sounds good" not in summary.content and summary.metadata["method"] == "extractive"
+    assert summary.metadata["source_ids"] == [turns[q] for q in quoted]
+
+
 def test_llm_distillation_with_citations(memory_factory) -> None:
     reply = {
         "summary": "The user talked about their job and their sister.",

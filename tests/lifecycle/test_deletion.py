@@ -168,6 +168,27 @@ def test_a_summary_left_with_one_source_is_deleted(memory_factory) -> None:
     assert memory.episodic.get(summary.id) is None
 
 
+def test_only_deleting_a_turn_an_extractive_summary_quotes_changes_it(memory_factory) -> None:
+    quoted = ["I adopted a cat named Zqmilo yesterday.", "I moved to Oslo in spring.", LISBON]
+    memory = memory_factory()
+    memory.put_messages([user(quoted[0]), user("Sounds good!"), user(quoted[1]), user(quoted[2])])
+    memory.manager.consolidate()
+    [summary] = [i for i in memory.episodic.get_timeline() if i.metadata.get("kind") == SUMMARY_KIND]
+    unquoted = turn_id(memory, "Sounds good!")
+    assert unquoted not in summary.metadata["source_ids"]
+
+    report = memory.manager.forget_memories([unquoted])
+    assert report.count == 1 and report.summaries_regenerated == []
+    kept = memory.episodic.get(summary.id)
+    assert (kept.content, kept.metadata) == (summary.content, summary.metadata)
+
+    report = memory.manager.forget_memories([turn_id(memory, quoted[0])])
+    assert report.summaries_regenerated == [summary.id]
+    regenerated = memory.episodic.get(summary.id)
+    assert "zqmilo" not in regenerated.content.casefold() and "Oslo" in regenerated.content
+    assert regenerated.metadata["source_ids"] == [turn_id(memory, q) for q in quoted[1:]]
+
+
 def test_cli_forget_by_id_goes_through_the_deletion_path(memory_factory, persist_dir, embed_model) -> None:
     from llama_index_memory_hierarchy.cli import main
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import subprocess
 import sys
 import threading
@@ -101,6 +102,17 @@ def test_from_defaults_rejects_a_missing_model_file(tmp_path):
     with pytest.raises(MemoryValidationError) as info:
         LocalLLM.from_defaults(tmp_path / "absent.gguf")
     assert info.value.field == "model_path"
+
+
+def test_default_threads_are_one_per_physical_core_or_omp_num_threads(monkeypatch, tmp_path):
+    """llama.cpp threads wait for each other at every layer: one per two logical cores by default."""
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(6)), raising=False)
+    assert LocalLLM(model_path=str(model)).n_threads == 3
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the same knob as the embedding engines
+    assert LocalLLM(model_path=str(model)).n_threads == 1
 
 
 # ---- resolve_llm precedence ---------------------------------------------------------------------------

@@ -11,8 +11,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import Any, Literal, TypeVar
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Literal
 
 import numpy as np
 import sqlalchemy as sa
@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
-from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, OutboxOp, Record, RecordStore
+from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, OutboxOp, Record, RecordStore, batches
 from llama_index_memory_hierarchy.stores.record_sql.database import SQLDatabase
 from llama_index_memory_hierarchy.stores.record_sql.rows import (
     OFFLOAD_CHARS,
@@ -48,7 +48,6 @@ from llama_index_memory_hierarchy.types import (
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
 OrderBy = Literal["timestamp", "-timestamp", "importance", "-importance", "created_at", "-created_at"]
 
 #: Largest count bound into SQL (SQLite and PostgreSQL BIGINT hold up to 2**63 - 1).
@@ -68,11 +67,6 @@ _ORDER: dict[str, tuple[sa.Column[Any], bool]] = {
 }
 
 _ITEM_COLUMNS = [c for c in memories.c if c.name not in {"embedding", "keyword", "keyword_scope", "content_hash"}]
-
-
-def _chunks(values: Sequence[T], size: int = CHUNK) -> Iterable[Sequence[T]]:
-    for start in range(0, len(values), size):
-        yield values[start : start + size]
 
 
 def _count(value: Any, field: str, minimum: int) -> int:
@@ -135,7 +129,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
         hashes = sorted({row["content_hash"] for row in rows})
         known: dict[tuple[Any, ...], str] = {}
         m = memories.c
-        for chunk in _chunks(hashes):
+        for chunk in batches(hashes, CHUNK):
             result = await conn.execute(
                 sa.select(m.id, m.user_id, m.session_id, m.namespace, m.memory_type, m.content)
                 .where(m.user_id.in_(users), m.content_hash.in_(list(chunk)))
@@ -236,7 +230,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
             .with_for_update()
         )
         rows = found.all()
-        for chunk in _chunks([row[0] for row in rows]):
+        for chunk in batches([row[0] for row in rows], CHUNK):
             await conn.execute(sa.delete(memories).where(m.seq.in_(list(chunk))))
         outbox = [{"op": "delete", "memory_id": r[1], "user_id": r[2], "space": r[3]} for r in rows if r[4]]
         if outbox:
@@ -252,7 +246,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
 
         async def work(conn: AsyncConnection) -> list[str]:
             deleted: set[str] = set()
-            for chunk in _chunks(wanted):
+            for chunk in batches(wanted, CHUNK):
                 clauses = [memories.c.user_id == user_id, memories.c.id.in_(list(chunk))]
                 deleted.update(await self._delete_matching(conn, clauses))
             return [i for i in wanted if i in deleted]
@@ -287,7 +281,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
         now = time.time()
 
         async def work(conn: AsyncConnection) -> None:
-            for chunk in _chunks(sorted(wanted)):  # sorted: one lock order for concurrent touches
+            for chunk in batches(sorted(wanted), CHUNK):  # sorted: one lock order for concurrent touches
                 await conn.execute(
                     sa.update(memories)
                     .where(memories.c.user_id == user_id, memories.c.id.in_(list(chunk)))
@@ -344,7 +338,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
 
         async def work(conn: AsyncConnection) -> list[Record]:
             found: dict[str, Record] = {}
-            for chunk in _chunks(wanted):
+            for chunk in batches(wanted, CHUNK):
                 result = await conn.execute(
                     sa.select(*self._columns(with_embeddings)).where(
                         memories.c.user_id == user_id, memories.c.id.in_(list(chunk))
@@ -479,7 +473,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
             return
 
         async def work(conn: AsyncConnection) -> None:
-            for chunk in _chunks(wanted):
+            for chunk in batches(wanted, CHUNK):
                 await conn.execute(sa.delete(index_outbox).where(index_outbox.c.seq.in_(list(chunk))))
 
         await self.run_transaction(work, write=True, op="outbox_ack")
@@ -523,7 +517,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
                 in_block = True
                 yield ops
                 in_block = False
-                for chunk in _chunks([op.seq for op in ops]):
+                for chunk in batches([op.seq for op in ops], CHUNK):
                     await conn.execute(sa.delete(index_outbox).where(o.seq.in_(list(chunk))))
         except (TimeoutError, SQLAlchemyError, OSError) as exc:
             if in_block:  # the caller's failure (rolled back): not the record store's

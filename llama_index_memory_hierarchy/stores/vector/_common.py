@@ -191,8 +191,3 @@ def check_limit(limit: Any) -> int:
     if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or int(limit) < 0:
         raise MemoryValidationError("limit", f"must be a non-negative integer, got {limit!r}")
     return min(int(limit), MAX_LIMIT)
-
-
-def chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
-    """Consecutive slices of at most ``size`` items."""
-    return [items[i : i + size] for i in range(0, len(items), size)]

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from llama_index_memory_hierarchy.errors import EmbeddingDimensionError, StoreError, StoreLockedError
-from llama_index_memory_hierarchy.stores.base import VectorFilter, VectorIndex, VectorPoint
+from llama_index_memory_hierarchy.stores.base import VectorFilter, VectorIndex, VectorPoint, batches
 from llama_index_memory_hierarchy.stores.vector._common import (
     FLOAT_KEYS,
     KEYWORD_KEYS,
@@ -25,7 +25,6 @@ from llama_index_memory_hierarchy.stores.vector._common import (
     PreparedPoint,
     check_limit,
     check_vector,
-    chunks,
     prepare_filter,
     prepare_ids,
     prepare_points,
@@ -250,7 +249,7 @@ class EdgeVectorIndex(VectorIndex):
         with self._write_lock:
             shard = self._require()
             try:
-                for part in chunks(points, UPSERT_CHUNK):
+                for part in batches(points, UPSERT_CHUNK):
                     batch = [qe.Point(p.id, p.vector, p.payload) for p in part]
                     shard.update(qe.UpdateOperation.upsert_points(batch))
                 self._after_write(shard, len(points))
@@ -281,7 +280,7 @@ class EdgeVectorIndex(VectorIndex):
         import qdrant_edge as qe
 
         wanted = prepare_ids(ids)
-        for part in chunks(wanted, UPSERT_CHUNK * 16):
+        for part in batches(wanted, UPSERT_CHUNK * 16):
             await asyncio.to_thread(self._delete_sync, qe.UpdateOperation.delete_points(list(part)))
 
     async def delete_user(self, user_id: str) -> None:

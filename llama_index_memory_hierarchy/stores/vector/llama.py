@@ -37,7 +37,7 @@ from llama_index_memory_hierarchy.errors import (
     StoreError,
     StoreLockedError,
 )
-from llama_index_memory_hierarchy.stores.base import VectorFilter, VectorIndex, VectorPoint
+from llama_index_memory_hierarchy.stores.base import VectorFilter, VectorIndex, VectorPoint, batches
 from llama_index_memory_hierarchy.stores.vector._common import (
     FLOAT_KEYS,
     KEYWORD_KEYS,
@@ -45,7 +45,6 @@ from llama_index_memory_hierarchy.stores.vector._common import (
     PreparedPoint,
     check_limit,
     check_vector,
-    chunks,
     prepare_filter,
     prepare_ids,
     prepare_points,
@@ -187,13 +186,13 @@ class LlamaVectorIndex(VectorIndex):
     async def upsert(self, points: Sequence[VectorPoint]) -> None:
         """Insert or replace points (the store must treat an existing node id as a replace)."""
         prepared = prepare_points(points, self.dim)
-        for part in chunks(prepared, ADD_CHUNK):
+        for part in batches(prepared, ADD_CHUNK):
             await self._call("add", [self._node(p) for p in part])
 
     async def delete(self, ids: Sequence[str]) -> None:
         """Delete points by id (absent ids are ignored)."""
         wanted = prepare_ids(ids)
-        for part in chunks(wanted, ADD_CHUNK * 8):
+        for part in batches(wanted, ADD_CHUNK * 8):
             await self._call("delete_nodes", node_ids=list(part))
 
     async def delete_user(self, user_id: str) -> None:

@@ -240,26 +240,12 @@ class PerceptualMemory(StoredTier):
         return records[0].item if records else None
 
     # ------------------------------------------------------------------ the common interface
-    async def aadd(
-        self,
-        item_or_text: MemoryItem | str,
-        *,
-        timestamp: datetime | str | float | None = None,
-        importance: float | None = None,
-        metadata: dict[str, Any] | None = None,
-        session_id: str | None = None,
-        dedupe: bool = False,
-    ) -> str:
-        """A text-only perception (a description of something seen or heard, no file)."""
-        item = self.make_item(
-            item_or_text, timestamp=timestamp, importance=importance, metadata=metadata, session_id=session_id
-        )
-        return (await self.aadd_items([self._as_text_perception(item)], dedupe=dedupe))[0]
+    def prepare_item(self, item: MemoryItem) -> MemoryItem:
+        """A text-only perception (a description of something seen or heard, no file).
 
-    async def aadd_many(self, items: Sequence[MemoryItem | str], *, dedupe: bool = False) -> list[str]:
-        return await self.aadd_items([self._as_text_perception(i) for i in self.make_items(items)], dedupe=dedupe)
-
-    def _as_text_perception(self, item: MemoryItem) -> MemoryItem:
+        What :meth:`aadd` and :meth:`aadd_many` store here: its modality checked (text by
+        default), and none of the keys this tier sets for a file.
+        """
         reserved = sorted((RESERVED_KEYS - {"modality"}).intersection(item.metadata))
         if reserved:
             raise MemoryValidationError("metadata", f"keys {', '.join(reserved)} are set by the perceptual tier")

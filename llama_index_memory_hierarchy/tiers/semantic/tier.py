@@ -247,30 +247,15 @@ class SemanticMemory(StoredTier):
         return out
 
     # ------------------------------------------------------------------ the common tier interface
-    async def aadd(
-        self,
-        item_or_text: MemoryItem | str,
-        *,
-        timestamp: datetime | str | float | None = None,
-        importance: float | None = None,
-        metadata: dict[str, Any] | None = None,
-        session_id: str | None = None,
-        dedupe: bool = False,
-    ) -> str:
-        """Add a statement (its facts are extracted and point to it), or a fact given by metadata.
-
-        With ``metadata`` holding ``subject``, ``predicate`` and ``object`` the item is a
-        fact (see :meth:`aadd_fact`); otherwise the text is kept as a statement.
-        """
-        item = self.make_item(
-            item_or_text, timestamp=timestamp, importance=importance, metadata=metadata, session_id=session_id
-        )
-        return (await self.aadd_items([item], dedupe=dedupe))[0]
-
     async def aadd_items(
         self, items: Sequence[MemoryItem], *, embeddings: Sequence[Any] | None = None, dedupe: bool = False
     ) -> list[str]:
-        """Store statements (extracting their facts) and triplet items as facts; ids in order."""
+        """Store statements (extracting their facts) and triplet items as facts; ids in order.
+
+        This is what :meth:`aadd` and :meth:`aadd_many` do here: an item whose ``metadata``
+        holds ``subject``, ``predicate`` and ``object`` is a fact (see :meth:`aadd_fact`); any
+        other is kept as a statement, and the facts extracted from it point to it.
+        """
         if not items:
             return []
         state = await self._astate()
