@@ -26,6 +26,7 @@ from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
+from llama_index_memory_hierarchy.language import has_han, keyword_tokens
 from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
 from llama_index_memory_hierarchy.lifecycle.importance import ImportanceEstimator
 from llama_index_memory_hierarchy.lifecycle.llm import acomplete
@@ -47,7 +48,8 @@ SUMMARY_PROMPT = (
 )
 
 History = Sequence[tuple[str, ChatMessage, int]]
-_SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+# After . ! ? a space ends a sentence; after Chinese 。！？ nothing need follow (no spaces between words).
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*|\n+")
 _MAX_SENTENCE_WORDS = 60
 
 
@@ -66,6 +68,9 @@ def split_sentences(text: str) -> list[str]:
 
 
 def _clip_words(text: str, limit: int) -> str:
+    """At most ``limit`` words of ``text``; Chinese, written without spaces, at two characters a word."""
+    if has_han(text):
+        return text if len(text) <= 2 * limit else text[: 2 * limit] + " …"
     words = text.split()
     return text if len(words) <= limit else " ".join(words[:limit]) + " …"
 
@@ -106,7 +111,7 @@ def extractive_lines(
 
     def add(source: int | None, line: str, sentence: str, bonus: float) -> None:
         key = " ".join(sentence.casefold().split())
-        if key in seen or len(sentence.split()) < 3:
+        if key in seen or len(keyword_tokens(sentence)) < 3:  # words, Chinese ones too
             return
         seen.add(key)
         score = estimator.estimate(sentence)

@@ -148,3 +148,20 @@ def test_extractive_lines_name_the_turn_each_line_quotes() -> None:
         (2, "- user: I moved to Oslo in spring."),
     ]
     assert extractive_summary(previous, turns, cap_tokens=60) == "\n".join(line for _, line in lines)
+
+
+def test_chinese_turns_are_summarised_too() -> None:
+    """Chinese has no spaces: sentences end at 。！？ and words are counted as jieba segments them
+    (a space-split count saw one word in every Chinese sentence, so no Chinese turn was ever kept)."""
+    turns = [
+        ("user", "我去看了周杰伦的演唱会，非常震撼。我最喜欢他的《听妈妈的话》。"),
+        ("assistant", "好。"),
+        ("user", "我妹妹下个月要搬到杭州工作。"),
+    ]
+    lines = extractive_lines(None, turns, cap_tokens=200)
+    assert (0, "- user: 我去看了周杰伦的演唱会，非常震撼。") in lines
+    assert (0, "- user: 我最喜欢他的《听妈妈的话》。") in lines
+    assert (2, "- user: 我妹妹下个月要搬到杭州工作。") in lines
+    assert all(source != 1 for source, _ in lines)  # "好。" says nothing
+    long = extractive_lines(None, [("user", "我喜欢" + "很长的句子" * 60 + "。")], cap_tokens=2000)
+    assert len(long) == 1 and long[0][1].endswith(" …")
