@@ -34,7 +34,7 @@ class OnnxEncoder(BaseEmbedding):
     ``text_precision="int8"`` trades that for faster ingestion.
 
     Queries run on one thread (a short sequence gains less from a second thread than the hop
-    costs on a shared machine) and batches on ``num_threads``; idle threads do not spin.
+    costs on a shared machine) and stored texts on ``num_threads``; idle threads do not spin.
     """
 
     query_precision: Precision = Field(default="int8", description="Graph for queries.")
@@ -75,7 +75,7 @@ class OnnxEncoder(BaseEmbedding):
         self._load()
 
     def _load(self) -> dict[str, Any]:
-        """Sessions by role: ``query`` (one thread), ``text`` (one thread), ``batch`` (``num_threads``)."""
+        """Sessions by role: ``query`` (one thread) and ``text`` (``num_threads``, no arena)."""
         if self._sessions is None:
             with self._build_lock:
                 if self._sessions is None:
@@ -83,8 +83,7 @@ class OnnxEncoder(BaseEmbedding):
                     threads = self.num_threads or default_threads()
                     self._sessions = {
                         "query": _shared_session(self.graph_path(self.query_precision), 1),
-                        "text": _shared_session(self.graph_path(self.text_precision), 1),
-                        "batch": _shared_session(self.graph_path(self.text_precision), threads),
+                        "text": _shared_session(self.graph_path(self.text_precision), threads, arena=False),
                     }
         return self._sessions
 
@@ -103,7 +102,7 @@ class OnnxEncoder(BaseEmbedding):
         # Similar lengths share a call, so little compute goes to padding.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         parts = [order[start : start + _ONNX_SUB_BATCH] for start in range(0, len(order), _ONNX_SUB_BATCH)]
-        vectors = [self._run(sessions["batch"], [texts[i] for i in part], is_query=False) for part in parts]
+        vectors = [self._run(sessions["text"], [texts[i] for i in part], is_query=False) for part in parts]
         out = np.empty((len(texts), vectors[0].shape[1]), dtype=np.float32)
         for part, block in zip(parts, vectors, strict=True):
             out[part] = block
@@ -174,17 +173,19 @@ class OnnxEmbedding(OnnxEncoder):
         return {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}, mask
 
 
-_SESSIONS: dict[tuple[str, int, int], Any] = {}
+_SESSIONS: dict[tuple[str, int, int, bool], Any] = {}
 _SESSIONS_LOCK = threading.Lock()
 
 
-def _shared_session(graph: Path, threads: int) -> Any:
+def _shared_session(graph: Path, threads: int, *, arena: bool = True) -> Any:
     """One ONNX Runtime session per graph file and thread count in the process, shared by every model using it.
 
     Why: each memory resolves its own model, and opening a session costs ~0.1-0.5 s and its own
     copy of the weights; ``InferenceSession.run`` may be called from several threads at once.
+    ``arena=False`` returns a call's buffers when it ends: a batch of long texts needs ~0.5 GB
+    that an arena would keep for the life of the process.
     """
-    key = (str(graph), graph.stat().st_mtime_ns, threads)
+    key = (str(graph), graph.stat().st_mtime_ns, threads, arena)
     with _SESSIONS_LOCK:
         if key not in _SESSIONS:
             import onnxruntime as ort
@@ -193,6 +194,7 @@ def _shared_session(graph: Path, threads: int) -> Any:
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            options.enable_cpu_mem_arena = arena
             _SESSIONS[key] = ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
         return _SESSIONS[key]
 
