@@ -106,10 +106,19 @@ def select(
     closest = np.zeros(len(pool))
     alive = list(range(len(pool)))
     chosen: list[Choice] = []
+    # candidates passed over, or replaced, because a chosen related memory said all they do, by that
+    # memory's key: when a later candidate takes that memory's slot, they compete again once (the newcomer
+    # says all the replaced memory did, not necessarily what they did)
+    passed_for: dict[str, list[int]] = {}
+    index_of = {c.key: i for i, c in enumerate(pool)}
+    returned: set[int] = set()
 
     def take(index: int) -> None:
-        candidate = pool[index]
-        chosen.append(candidate)
+        chosen.append(pool[index])
+        absorb(pool[index])
+
+    def absorb(candidate: Choice) -> None:
+        """``closest`` counts ``candidate`` among the chosen."""
         if dim is not None and candidate.vector is not None:
             similarity = vectors @ candidate.vector
             for group in set(groups.tolist()):
@@ -137,18 +146,24 @@ def select(
             )
         ]
         if related and not covered and all(novelty(candidate.words, r.words) < MIN_NOVELTY for r in related):
-            continue  # says nothing that its derived memory or source does not
+            for r in related:  # says nothing that its derived memory or source does not
+                passed_for.setdefault(r.key, []).append(best)
+            continue
         if not covered and closest[best] >= NEAR_DUPLICATE_SIMILARITY and candidate.vector is not None:
             continue
         if not covered and candidate.identity and any(candidate.identity == c.identity for c in chosen):
             continue
         if covered:  # says all that the chosen one did (and more, or is its source): takes its slot
             candidate.covers = covered[0]
+            for r in covered:
+                again = [*passed_for.pop(r.key, []), *([index_of[r.covers.key]] if r.covers is not None else [])]
+                alive += [i for i in again if i not in returned and i != best]
+                returned.update(again)
             slot = chosen.index(covered[0])
-            kept = [candidate if i == slot else c for i, c in enumerate(chosen) if i == slot or c not in covered]
-            chosen.clear()
-            take(best)
-            chosen[:] = kept
+            chosen[:] = [candidate if i == slot else c for i, c in enumerate(chosen) if i == slot or c not in covered]
+            closest[:] = 0.0  # what the replaced memories were close to no longer counts
+            for kept in chosen:
+                absorb(kept)
             continue
         take(best)
     return chosen

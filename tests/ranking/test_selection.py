@@ -96,3 +96,29 @@ def test_a_source_saying_as_much_as_its_derived_paraphrase_keeps_the_slot() -> N
     fact = choice("fact", 0.9, "alice favorite tea sencha", unit(1, 0), related=frozenset({"turn"}))
     turn = choice("turn", 0.7, "alice favourite tea sencha", near)
     assert [c.key for c in select([fact, turn], limit=5)] == ["turn"]
+
+
+def test_what_a_replaced_memory_covered_competes_again() -> None:
+    """A turn, then a summary quoting it takes its slot, then another source of that summary takes the
+    summary's: the first turn (the one holding the answer) must not be lost along the chain."""
+    answer = choice("q", 0.9, "i bought a psychology book called emotional intelligence", unit(1, 0, 0))
+    summary = choice(
+        "s",
+        0.8,
+        "i bought a psychology book called emotional intelligence psychology helps handle emotions",
+        unit(0.7, 0.7, 0),
+        related=frozenset({"q", "r"}),
+    )
+    reply = choice(
+        "r",
+        0.6,
+        "psychology helps handle emotions i bought a psychology book called emotional intelligence you said",
+        unit(0, 1, 0),
+    )
+    answer = Choice(**{**answer.__dict__, "related": frozenset({"s"})})
+    reply = Choice(**{**reply.__dict__, "related": frozenset({"s"})})
+    chosen = select([answer, summary, reply], limit=5)
+    assert {c.key for c in chosen} == {"r", "q"}  # the summary's slot went to its verbatim source, q kept its own
+    passed = choice("p", 0.85, "i bought a psychology book", unit(0.9, 0.1, 0), related=frozenset({"s"}))
+    chosen = select([summary, passed, reply], limit=5)
+    assert {c.key for c in chosen} == {"r", "p"}  # passed over for the summary, back when the summary went
