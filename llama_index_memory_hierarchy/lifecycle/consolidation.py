@@ -39,7 +39,13 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from llama_index_memory_hierarchy.errors import LLMReplyError, MemoryValidationError
-from llama_index_memory_hierarchy.extraction import ExtractedFact, OfflineExtractor, grounded, normalize_predicate
+from llama_index_memory_hierarchy.extraction import (
+    USER_ENTITY,
+    ExtractedFact,
+    OfflineExtractor,
+    grounded,
+    normalize_predicate,
+)
 from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.lifecycle.compression import extractive_lines
 from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
@@ -317,7 +323,12 @@ class Consolidator:
         extractions = await extractor.aextract_many([e.content for e in batch])
         inputs: list[tuple[str, FactInput]] = []
         for event, extraction in zip(batch, extractions, strict=True):
+            speaker = _other_speaker(event)
             for fact in extraction.facts:
+                if speaker is not None:  # "I" of a turn someone else said is that someone, not the user
+                    fact = fact.model_copy(
+                        update={k: speaker for k in ("subject", "object") if getattr(fact, k) == USER_ENTITY}
+                    )
                 inputs.append(
                     (
                         event.id,
@@ -449,6 +460,19 @@ class Consolidator:
         )
         [memory_id] = await deps.tiers.episodic.aadd_items([item], dedupe=True)
         return memory_id
+
+
+def _other_speaker(event: MemoryItem) -> str | None:
+    """The named speaker of an event that is not the user's own message (``role`` other than "user"), or None.
+
+    The offline extractor reads a first person as :data:`USER_ENTITY`, the person the memory belongs
+    to; that holds for the user's messages and for notes without a speaker, not for a turn another
+    person said ("I got promoted", said by John in a conversation stored with speakers).
+    """
+    speaker = event.metadata.get("speaker")
+    if event.metadata.get("role") == "user" or not isinstance(speaker, str) or not speaker.strip():
+        return None
+    return speaker.strip()
 
 
 def _norm(text: str) -> str:

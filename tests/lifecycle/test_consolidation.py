@@ -218,3 +218,18 @@ def test_unusable_llm_replies_fall_back_offline_and_say_so(memory_factory) -> No
             assert "User likes Mars" not in contents  # no event supports it
             assert "User is allergic to peanuts" in contents
             assert any("summary" in note for note in report.fallbacks)
+
+
+def test_a_first_person_said_by_another_speaker_is_that_speaker(memory_factory) -> None:
+    """A conversation stored with speakers (LoCoMo-style events): John's "I" is John, not the user; the
+    user's own messages and notes without a speaker keep the user as "I"."""
+    memory = memory_factory()
+    john = memory.episodic.add("I work at Acme Corp as a data engineer.", metadata={"speaker": "John"})
+    note = memory.episodic.add("I work at Globex as a designer.")
+    memory.put_messages([user("My sister Lena lives in Lisbon.")])
+    memory.manager.consolidate()
+    facts = {f.content: f for f in facts_of(memory)}
+    assert "John works at Acme Corp" in facts and facts["John works at Acme Corp"].metadata["source_ids"] == [john]
+    assert not any("User works at Acme" in content for content in facts)  # never the user: true before complete
+    assert "User works at Globex" in facts and facts["User works at Globex"].metadata["source_ids"] == [note]
+    assert "Lena lives in Lisbon" in facts
