@@ -391,8 +391,12 @@ class MemoryManager(RuntimeBound):
         return self.blocking(self.aget_profile())
 
     async def _aprofile(self) -> UserProfile:
-        count = await self.context.records.count(self.user_id, memory_type=MemoryType.SEMANTIC)
-        key = (count, self.deps.revision.value)
+        records = self.context.records
+        if self.context.locked:  # the only writer: its own count of writes to the facts tells when they changed
+            seen = records.changes(self.user_id, MemoryType.SEMANTIC)
+        else:  # other processes may write too: the store's own count (a fact added elsewhere changes it)
+            seen = await records.count(self.user_id, memory_type=MemoryType.SEMANTIC)
+        key = (self.context.locked, seen, self.deps.revision.value)
         if self._profile_cache is not None and self._profile_cache[0] == key:
             return self._profile_cache[1]
         profile = await self.profiler.abuild()

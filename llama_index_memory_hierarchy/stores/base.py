@@ -61,6 +61,21 @@ class OutboxOp:
 class RecordStore(ABC):
     """Authoritative, transactional store of memory records, scoped by user."""
 
+    def changes(self, user_id: str, memory_type: MemoryType) -> int:
+        """How many writes this object has committed to the user's records of ``memory_type`` (deletes count for
+        every type).
+
+        Why: a cache of what is derived from those records (the profile) keys on it instead of reading the
+        store, where this process is the only writer (an embedded store, ``StoreContext.locked``).
+        """
+        counts = self.__dict__.get("_change_counts", {})
+        return counts.get((user_id, memory_type), 0) + counts.get((user_id, None), 0)
+
+    def note_change(self, user_id: str, memory_type: MemoryType | None) -> None:
+        """Count a committed write (``memory_type=None``: a delete, which may touch any type)."""
+        counts = self.__dict__.setdefault("_change_counts", {})
+        counts[user_id, memory_type] = counts.get((user_id, memory_type), 0) + 1
+
     @abstractmethod
     async def start(self) -> None:
         """Create or migrate the schema; raise :class:`StoreError` naming a corrupt file."""

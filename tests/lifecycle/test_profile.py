@@ -105,3 +105,40 @@ def test_profile_holds_facts_about_the_users_relatives_and_no_one_else(memory_fa
     texts = [entry.text for entry in memory.manager.get_profile().facts]
     assert "Mia (the user's daughter) is allergic to peanuts" in texts and "Mia is the user's daughter" in texts
     assert not any("jazz" in text for text in texts)
+
+
+def test_profile_follows_facts_written_by_another_memory_of_the_process_without_counting(memory_factory) -> None:
+    """The profile's cache keys on the record store's own count of writes to facts when this process owns the
+    store: a fact added or removed through another memory object of the same user shows, and a get() with
+    nothing changed reads nothing from the store."""
+    first = memory_factory(session_id="s1")
+    second = memory_factory(session_id="s2")
+    assert first.context is second.context and first.context.locked
+    assert "Utrecht" not in first.manager.get_profile().text(200)
+    counted: list[object] = []
+    reading = [False]
+    records = first.context.records
+    count = records.count
+
+    async def spying_count(*args: object, **kwargs: object) -> int:
+        if reading[0]:
+            counted.append(args)
+        return await count(*args, **kwargs)
+
+    def profile_text() -> str:
+        reading[0] = True
+        try:
+            return first.manager.get_profile().text(200)
+        finally:
+            reading[0] = False
+
+    records.count = spying_count  # type: ignore[method-assign]
+    second.semantic.add_fact("User", "lives_in", "Utrecht", importance=0.7)
+    assert "Utrecht" in profile_text()
+    counted.clear()
+    for _ in range(3):  # nothing changed: the cached profile, and no query of the store
+        assert "Utrecht" in profile_text()
+    assert counted == []
+    [fact] = second.semantic.get_facts("Utrecht")
+    second.semantic.remove(fact.id)
+    assert "Utrecht" not in profile_text()

@@ -235,7 +235,7 @@ def test_time_score_inside_near_and_far() -> None:
 
 
 def test_a_date_without_a_year_matches_that_day_of_any_year() -> None:
-    """"On May 2nd" asked in 2026 is answered by a memory of 2 May 2023: the day of the year, not the clock's year."""
+    """ "On May 2nd" asked in 2026 is answered by a memory of 2 May 2023: the day of the year, not the clock's year."""
     asked = datetime(2026, 12, 1, tzinfo=UTC)
     for query in ("What did I see on May 2nd?", "我5月2日看了什么？"):
         hints = extract_time_hints(query, asked)

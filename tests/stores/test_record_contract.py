@@ -785,3 +785,19 @@ async def test_postgres_recovers_from_dropped_connections(pg_url: str) -> None:
     with pytest.raises(StoreError) as info:
         await unreachable.start()
     assert "127.0.0.1:1" in str(info.value) and "secret" not in str(info.value)
+
+
+async def test_changes_count_committed_writes_per_user_and_type(store: SQLRecordStore) -> None:
+    """What a derived cache keys on where this process is the only writer (the profile, ``MemoryManager``)."""
+    start = store.changes("alice", MemoryType.SEMANTIC)
+    [fact] = await store.insert([rec("alice lives in Utrecht", memory_type=MemoryType.SEMANTIC)])
+    assert store.changes("alice", MemoryType.SEMANTIC) == start + 1
+    before = store.changes("alice", MemoryType.EPISODIC)
+    await store.update("alice", fact, importance=0.9)
+    assert store.changes("alice", MemoryType.SEMANTIC) == start + 2
+    assert store.changes("alice", MemoryType.EPISODIC) == before  # another tier's cache stays valid
+    await store.touch("alice", [fact])  # an access is not a change
+    assert store.changes("alice", MemoryType.SEMANTIC) == start + 2
+    await store.delete("alice", [fact])
+    assert store.changes("alice", MemoryType.EPISODIC) == before + 1  # a delete counts for every type
+    assert store.changes("bob", MemoryType.SEMANTIC) == 0

@@ -114,7 +114,10 @@ class SQLRecordStore(SQLDatabase, RecordStore):
                     await conn.execute(sa.insert(index_outbox), outbox)
             return ids
 
-        return await self.run_transaction(work, write=True, op="insert")
+        ids = await self.run_transaction(work, write=True, op="insert")
+        for user_id, memory_type in {(row["user_id"], row["memory_type"]) for row in rows}:
+            self.note_change(user_id, MemoryType(memory_type))
+        return ids
 
     async def _dedupe(
         self, conn: AsyncConnection, rows: list[dict[str, Any]]
@@ -213,7 +216,10 @@ class SQLRecordStore(SQLDatabase, RecordStore):
                 row = merged
             return row_to_record(row, with_embedding=True)
 
-        return await self.run_transaction(work, write=True, op="update")
+        record = await self.run_transaction(work, write=True, op="update")
+        if record is not None:
+            self.note_change(user_id, record.item.memory_type)
+        return record
 
     async def _delete_matching(self, conn: AsyncConnection, clauses: list[Any]) -> list[str]:
         """Delete matching rows, write outbox deletes for embedded ones, return deleted ids.
@@ -251,7 +257,10 @@ class SQLRecordStore(SQLDatabase, RecordStore):
                 deleted.update(await self._delete_matching(conn, clauses))
             return [i for i in wanted if i in deleted]
 
-        return await self.run_transaction(work, write=True, op="delete")
+        deleted = await self.run_transaction(work, write=True, op="delete")
+        if deleted:
+            self.note_change(user_id, None)
+        return deleted
 
     async def delete_where(
         self,
@@ -269,7 +278,10 @@ class SQLRecordStore(SQLDatabase, RecordStore):
             filters,
             metadata_equals=self._strategy.metadata_equals,
         )
-        return await self.run_transaction(lambda conn: self._delete_matching(conn, clauses), op="delete_where")
+        deleted = await self.run_transaction(lambda conn: self._delete_matching(conn, clauses), op="delete_where")
+        if deleted:
+            self.note_change(user_id, None)
+        return deleted
 
     async def touch(self, user_id: str, ids: Sequence[str], *, times: int = 1) -> None:
         """Record accesses: ``access_count += times`` and ``last_accessed = now`` (one statement per chunk)."""
@@ -322,7 +334,9 @@ class SQLRecordStore(SQLDatabase, RecordStore):
                 counts[table.name] = result.rowcount
             return counts
 
-        return await self.run_transaction(work, write=True, op="delete_user")
+        counts = await self.run_transaction(work, write=True, op="delete_user")
+        self.note_change(user_id, None)
+        return counts
 
     # --- reads -------------------------------------------------------------------------------------------
 
