@@ -253,7 +253,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
         async def work(conn: AsyncConnection) -> list[str]:
             deleted: set[str] = set()
             for chunk in batches(wanted, CHUNK):
-                clauses = [memories.c.user_id == user_id, memories.c.id.in_(list(chunk))]
+                clauses = [self._strategy.owned_by(user_id), memories.c.id.in_(list(chunk))]
                 deleted.update(await self._delete_matching(conn, clauses))
             return [i for i in wanted if i in deleted]
 
@@ -296,7 +296,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
             for chunk in batches(sorted(wanted), CHUNK):  # sorted: one lock order for concurrent touches
                 await conn.execute(
                     sa.update(memories)
-                    .where(memories.c.user_id == user_id, memories.c.id.in_(list(chunk)))
+                    .where(self._strategy.owned_by(user_id), memories.c.id.in_(list(chunk)))
                     .values(access_count=memories.c.access_count + times, last_accessed=now)
                 )
 
@@ -355,7 +355,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
             for chunk in batches(wanted, CHUNK):
                 result = await conn.execute(
                     sa.select(*self._columns(with_embeddings)).where(
-                        memories.c.user_id == user_id, memories.c.id.in_(list(chunk))
+                        self._strategy.owned_by(user_id), memories.c.id.in_(list(chunk))
                     )
                 )
                 for row in result.mappings():
