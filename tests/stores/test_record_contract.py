@@ -801,3 +801,24 @@ async def test_changes_count_committed_writes_per_user_and_type(store: SQLRecord
     await store.delete("alice", [fact])
     assert store.changes("alice", MemoryType.EPISODIC) == before + 1  # a delete counts for every type
     assert store.changes("bob", MemoryType.SEMANTIC) == 0
+
+
+async def test_a_lookup_by_a_list_of_ids_uses_the_id_index_on_sqlite(tmp_path: Path) -> None:
+    """SQLite has no statistics: scoped by ``user_id`` plainly, a list of ids read every row of the user
+    through the user index (1,000 rows at 100k memories); the scope clause keeps it on the unique id index."""
+    from sqlalchemy.dialects import sqlite
+
+    path = tmp_path / "memory.db"
+    store = SQLRecordStore(f"sqlite+aiosqlite:///{path.as_posix()}")
+    await store.start()
+    try:
+        ids = await store.insert([rec(f"note number {i}") for i in range(40)])
+    finally:
+        await store.close()
+    m = schema.memories.c
+    statement = sa.select(m.id).where(SQLiteFTS5Strategy().owned_by("alice"), m.id.in_(ids[:5]))
+    sql = str(statement.compile(dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True}))
+    with sqlite3.connect(path) as conn:
+        plan = " ".join(str(row[-1]) for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
+        assert "(id=?)" in plan, plan
+        assert sorted(row[0] for row in conn.execute(sql)) == sorted(ids[:5])
