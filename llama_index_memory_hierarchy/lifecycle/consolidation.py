@@ -348,10 +348,8 @@ class Consolidator:
     ) -> tuple[dict[str, list[str]], EventSummary | None]:
         lines = []
         for number, event in enumerate(batch, start=1):
-            role = event.metadata.get("role") or "event"
-            lines.append(
-                f"[{number}] {event.timestamp:%Y-%m-%d %H:%M} {role}: {' '.join(event.content.split())[:1500]}"
-            )
+            who = _other_speaker(event) or event.metadata.get("role") or "event"  # whose "I" it is
+            lines.append(f"[{number}] {event.timestamp:%Y-%m-%d %H:%M} {who}: {' '.join(event.content.split())[:1500]}")
         prompt = DISTILL_PROMPT.format(events="\n".join(lines), max_facts=max(5, len(batch)))
         data = parse_json(await acomplete(llm, prompt, schema=DISTILL_SCHEMA))
         if not isinstance(data, dict):

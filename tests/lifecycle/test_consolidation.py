@@ -233,3 +233,15 @@ def test_a_first_person_said_by_another_speaker_is_that_speaker(memory_factory) 
     assert not any("User works at Acme" in content for content in facts)  # never the user: true before complete
     assert "User works at Globex" in facts and facts["User works at Globex"].metadata["source_ids"] == [note]
     assert "Lena lives in Lisbon" in facts
+
+
+def test_the_llm_reads_who_said_each_event(memory_factory) -> None:
+    """The distillation prompt names a turn's speaker where it is not the user's own message, so that an LLM
+    can tell whose "I" it is (as the offline path does)."""
+    llm = ScriptedLLM(rules=[(DISTILL, '{"summary": "", "facts": []}')])
+    memory = memory_factory(llm=llm)
+    memory.episodic.add("I got promoted to team lead.", metadata={"speaker": "John"})
+    memory.put_messages([user("I work at Acme Corp.")])
+    memory.manager.consolidate()
+    [prompt] = llm.prompts_with(DISTILL)
+    assert "John: I got promoted to team lead." in prompt and "user: I work at Acme Corp." in prompt
