@@ -204,17 +204,40 @@ class StoredTier(MemoryTier):
     async def aretrieve(self, query: str, limit: int = 5, **filters: Any) -> list[MemoryItem]:
         query = validate_content(query, "query")
         limit = validate_positive_int(limit, "limit")
-        flt = MemoryFilter.from_kwargs(**filters)
+        items, relevance = await self._aretrieval_pool(query, MemoryFilter.from_kwargs(**filters), limit)
+        return self._ranked(items, relevance, limit)
+
+    async def _aretrieval_pool(
+        self, query: str, flt: MemoryFilter, limit: int
+    ) -> tuple[list[MemoryItem], dict[str, float]]:
+        """The candidates of :meth:`aretrieve` and their relevance (a tier that finds its own overrides this)."""
         relevance, found = await self._arank_records(query, flt, limit)
+        return [record.item for record in found.values()], relevance
+
+    def _ranked(
+        self,
+        items: list[MemoryItem],
+        relevance: dict[str, float],
+        limit: int,
+        *,
+        evidence: Callable[[MemoryItem], float] | None = None,
+    ) -> list[MemoryItem]:
+        """The best ``limit`` by the tier's relevance, recency and importance weights (times ``evidence``, when
+        given: how much the tier vouches for an item), their accesses recorded."""
         ranked = score_items(
-            [record.item for record in found.values()],
+            items,
             relevance,
             now=utcnow(),
             relevance_weight=self.config.relevance_weight,
             recency_weight=self.config.recency_weight,
             importance_weight=self.config.importance_weight,
             half_life_hours=self.config.recency_half_life_hours,
-        )[:limit]
+        )
+        if evidence is not None:
+            for item in ranked:
+                item.score = (item.score or 0.0) * evidence(item)
+            ranked.sort(key=lambda i: i.score or 0.0, reverse=True)
+        ranked = ranked[:limit]
         if ranked:
             self.context.accesses.record(self.user_id, [item.id for item in ranked])
         return ranked

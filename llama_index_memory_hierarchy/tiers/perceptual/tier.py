@@ -30,7 +30,6 @@ from llama_index_memory_hierarchy.perception.encoders import (
 )
 from llama_index_memory_hierarchy.perception.files import FileRef, FileStore
 from llama_index_memory_hierarchy.perception.media import MediaInfo, Modality, as_modality, inspect_media
-from llama_index_memory_hierarchy.ranking.fusion import score_items
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
 from llama_index_memory_hierarchy.tiers.perceptual.captions import acontent, given_text
 from llama_index_memory_hierarchy.tiers.perceptual.intake import astage, wrap_encoder
@@ -50,7 +49,6 @@ from llama_index_memory_hierarchy.types import (
     MemoryItem,
     MemoryType,
     as_utc,
-    utcnow,
     validate_content,
     validate_importance,
     validate_metadata,
@@ -396,30 +394,16 @@ class PerceptualMemory(StoredTier):
         """Sync twin of :meth:`aget_by_modality`."""
         return self.blocking(self.aget_by_modality(modality, limit, **filters))
 
-    async def aretrieve(self, query: str, limit: int = 5, **filters: Any) -> list[MemoryItem]:
+    async def _aretrieval_pool(
+        self, query: str, flt: MemoryFilter, limit: int
+    ) -> tuple[list[MemoryItem], dict[str, float]]:
         """Perceptions for a text query (captions, and CLIP/audio text spaces when configured).
 
         Scored like the other stored tiers (relevance, recency, importance); each item says
         which signal matched in ``metadata["match_signal"]``.
         """
-        query = validate_content(query, "query")
-        limit = validate_positive_int(limit, "limit")
-        flt = MemoryFilter.from_kwargs(**filters)
-
         found = await self.search.asearch_text(query, None, flt, limit, None)
-        items = await self.search.aload(found, flt, None)
-        ranked = score_items(
-            items,
-            found.relevance,
-            now=utcnow(),
-            relevance_weight=self.config.relevance_weight,
-            recency_weight=self.config.recency_weight,
-            importance_weight=self.config.importance_weight,
-            half_life_hours=self.config.recency_half_life_hours,
-        )[:limit]
-        if ranked:
-            self.context.accesses.record(self.user_id, [item.id for item in ranked])
-        return ranked
+        return await self.search.aload(found, flt, None), found.relevance
 
     async def arank(self, query: str, flt: MemoryFilter, limit: int) -> dict[str, float]:
         return (await self.search.asearch_text(query, None, flt, limit, None)).relevance

@@ -31,7 +31,7 @@ from llama_index_memory_hierarchy.extraction import (
     normalize_predicate,
 )
 from llama_index_memory_hierarchy.llms import resolve_llm
-from llama_index_memory_hierarchy.ranking.fusion import rrf_fuse, score_items
+from llama_index_memory_hierarchy.ranking.fusion import rrf_fuse
 from llama_index_memory_hierarchy.stores.graph import UserGraph
 from llama_index_memory_hierarchy.tiers.semantic.entities import EntityInfo, entity_info, find_entity, rank_entities
 from llama_index_memory_hierarchy.tiers.semantic.export import knowledge_graph
@@ -61,7 +61,6 @@ from llama_index_memory_hierarchy.types import (
     MemoryType,
     as_utc,
     matches,
-    utcnow,
     validate_content,
     validate_memory_id,
     validate_positive_int,
@@ -401,23 +400,7 @@ class SemanticMemory(StoredTier):
             and matches(r.item, flt)
             and (include_history or r.item.metadata.get("invalid_at") is None)
         ]
-        ranked = score_items(
-            items,
-            relevance,
-            now=utcnow(),
-            relevance_weight=self.config.relevance_weight,
-            recency_weight=self.config.recency_weight,
-            importance_weight=self.config.importance_weight,
-            half_life_hours=self.config.recency_half_life_hours,
-        )
-        for item in ranked:  # facts weigh by how sure their extraction was
-            confidence = float(item.metadata.get("confidence", 1.0)) if item.metadata.get("kind") == FACT else 1.0
-            item.score = (item.score or 0.0) * (0.5 + 0.5 * confidence)
-        ranked.sort(key=lambda i: i.score or 0.0, reverse=True)
-        ranked = ranked[:limit]
-        if ranked:
-            self.context.accesses.record(self.user_id, [item.id for item in ranked])
-        return ranked
+        return self._ranked(items, relevance, limit, evidence=_extraction_confidence)
 
     async def _agraph_ranking(self, state: SemanticState, query: str, limit: int) -> list[str]:
         """Fact ids reached from the query's entities, nearest and most confident first."""
@@ -516,3 +499,9 @@ class SemanticMemory(StoredTier):
     ) -> str:
         """Sync twin of :meth:`aexport_knowledge_graph`."""
         return self.blocking(self.aexport_knowledge_graph(format, path=path, include_history=include_history))
+
+
+def _extraction_confidence(item: MemoryItem) -> float:
+    """Facts weigh by how sure their extraction was (half for none, whole for certain)."""
+    confidence = float(item.metadata.get("confidence", 1.0)) if item.metadata.get("kind") == FACT else 1.0
+    return 0.5 + 0.5 * confidence
