@@ -271,13 +271,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
         filters: MemoryFilter | None = None,
     ) -> list[str]:
         """Delete every matching record of this user (``namespace=None``: all namespaces)."""
-        clauses = filter_conditions(
-            validate_identifier(user_id, "user_id"),
-            namespace,
-            memory_type,
-            filters,
-            metadata_equals=self._strategy.metadata_equals,
-        )
+        clauses = self._where(user_id, namespace, memory_type, filters)
         deleted = await self.run_transaction(lambda conn: self._delete_matching(conn, clauses), op="delete_where")
         if deleted:
             self.note_change(user_id, None)
@@ -340,6 +334,22 @@ class SQLRecordStore(SQLDatabase, RecordStore):
 
     # --- reads -------------------------------------------------------------------------------------------
 
+    def _where(
+        self,
+        user_id: str | None,
+        namespace: str | None,
+        memory_type: MemoryType | None,
+        filters: MemoryFilter | None,
+        *,
+        any_user: bool = False,
+    ) -> list[Any]:
+        """The WHERE clauses of a scope and a filter; ``user_id`` is required unless ``any_user`` (admin counts)."""
+        if not any_user:
+            user_id = validate_identifier(user_id, "user_id")
+        return filter_conditions(
+            user_id, namespace, memory_type, filters, metadata_equals=self._strategy.metadata_equals
+        )
+
     def _columns(self, with_embeddings: bool) -> list[Any]:
         return [*_ITEM_COLUMNS, memories.c.embedding if with_embeddings else sa.null().label("embedding")]
 
@@ -377,13 +387,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
         with_embeddings: bool = False,
     ) -> list[Record]:
         """Records matching the filters, ordered (ties by insertion order), paginated."""
-        clauses = filter_conditions(
-            validate_identifier(user_id, "user_id"),
-            namespace,
-            memory_type,
-            filters,
-            metadata_equals=self._strategy.metadata_equals,
-        )
+        clauses = self._where(user_id, namespace, memory_type, filters)
         if order_by not in _ORDER:
             raise MemoryValidationError("order_by", f"must be one of {', '.join(_ORDER)}, got {order_by!r}")
         column, descending = _ORDER[order_by]
@@ -415,9 +419,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
         filters: MemoryFilter | None = None,
     ) -> int:
         """Number of matching records (``user_id=None``: every user; admin and tests)."""
-        clauses = filter_conditions(
-            user_id, namespace, memory_type, filters, metadata_equals=self._strategy.metadata_equals
-        )
+        clauses = self._where(user_id, namespace, memory_type, filters, any_user=True)
         statement = sa.select(sa.func.count()).select_from(memories).where(*clauses)
 
         async def work(conn: AsyncConnection) -> int:
@@ -436,13 +438,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
         limit: int = 20,
     ) -> list[tuple[str, float]]:
         """Full-text search, ``(memory_id, score)`` best first; ``text`` is data, never syntax."""
-        clauses = filter_conditions(
-            validate_identifier(user_id, "user_id"),
-            namespace,
-            memory_type,
-            filters,
-            metadata_equals=self._strategy.metadata_equals,
-        )
+        clauses = self._where(user_id, namespace, memory_type, filters)
         if not isinstance(text, str):
             raise MemoryValidationError("query", f"must be a string, got {type(text).__name__}")
         limit = _count(limit, "limit", 0)
