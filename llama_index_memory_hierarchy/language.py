@@ -255,9 +255,14 @@ def _month_span(year: int, month: int, count: int = 1) -> tuple[datetime, dateti
     return start, end
 
 
+def _latest_year(now: datetime, month: int, day: int = 1) -> int:
+    """The year of the latest ``month``/``day`` not after ``now`` (whether that day exists or not)."""
+    return now.year if (month, day) <= (now.month, now.day) else now.year - 1
+
+
 def _latest_day(now: datetime, month: int, day: int) -> datetime | None:
     """The latest ``month``/``day`` not after ``now`` (29 February: of the last leap year); None if no such day."""
-    year = now.year if (month, day) <= (now.month, now.day) else now.year - 1
+    year = _latest_year(now, month, day)
     for back in range(8):
         if (found := _safe_day(year - back, month, day)) is not None:
             return found
@@ -362,7 +367,7 @@ def _english_time_hints(query: str, now: datetime | None) -> list[TimeHint]:
         if free(m) and not (m.group(1).lower() == "may" and not m.group(0)[0].isalpha()):
             month = _MONTHS[m.group(1).lower()]
             taken.append(m.span())
-            start, end = _month_span(now.year if month <= now.month else now.year - 1, month)
+            start, end = _month_span(_latest_year(now, month), month)
             hints.append(TimeHint(start, end, "month", m.group(0), yearless=True))
     today = _utc(now.year, now.month, now.day)
     for m in _RELATIVE_DAY.finditer(query):
