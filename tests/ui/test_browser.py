@@ -25,6 +25,7 @@ import pytest
 from inspector_data import BOB_SECRET
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+from selenium.common.exceptions import WebDriverException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -112,6 +113,23 @@ def console_errors(driver: Any) -> list[str]:
     return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_console(browser: Any) -> None:
+    """Drain the browser log first, so a test reads only its own console errors, not those a failed one left."""
+    browser.get_log("browser")
+
+
+def wait_until_replaced(driver: Any, element: Any) -> None:
+    """Wait for the page holding ``element`` to be replaced by the next one.
+
+    Chromium can answer a probe of an element of a page being unloaded with an \"unhandled inspector
+    error\" instead of a stale reference; that is the navigation still under way, so it is polled again.
+    """
+    WebDriverWait(driver, WAIT, ignored_exceptions=(WebDriverException,)).until(
+        expected_conditions.staleness_of(element)
+    )
+
+
 def wait_for(driver: Any, css: str) -> Any:
     return WebDriverWait(driver, WAIT).until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css)))
 
@@ -123,7 +141,7 @@ def search_for(driver: Any, base: str, query: str) -> list[Any]:
     box.send_keys(query)
     driver.find_element(By.CSS_SELECTOR, "form[role=search] button").click()
     # the empty search page has a #results list too: wait for the answer page, not the old one
-    WebDriverWait(driver, WAIT).until(expected_conditions.staleness_of(box))
+    wait_until_replaced(driver, box)
     wait_for(driver, "#results")
     return driver.find_elements(By.CSS_SELECTOR, "#results .result")
 
@@ -185,7 +203,7 @@ def test_forget_removes_the_memory_from_search(server: str, browser: Any) -> Non
     target = next(r for r in results if "half marathon" in r.find_element(By.CSS_SELECTOR, ".content").text)
     memory_id = target.get_attribute("data-memory-id")
     target.find_element(By.CSS_SELECTOR, "button.forget").click()
-    WebDriverWait(browser, WAIT).until(expected_conditions.staleness_of(target))  # the page after the POST
+    wait_until_replaced(browser, target)  # the page after the POST
     wait_for(browser, "#results")
     assert memory_id not in [
         r.get_attribute("data-memory-id") for r in browser.find_elements(By.CSS_SELECTOR, ".result")
