@@ -165,5 +165,26 @@ def select(
             for kept in chosen:
                 absorb(kept)
             continue
-        take(best)
+        fuller = _fuller_derived(candidate, [pool[i] for i in alive], chosen)
+        if fuller is None:
+            take(best)
+            continue
+        # a derived memory that says all it does and more (a summary quoting it) holds its slot instead
+        alive.remove(index_of[fuller.key])
+        fuller.covers = candidate
+        passed_for.setdefault(fuller.key, []).append(best)
+        take(index_of[fuller.key])
     return chosen
+
+
+def _fuller_derived(source: Choice, alive: Sequence[Choice], chosen: Sequence[Choice]) -> Choice | None:
+    """The best memory derived from ``source`` that says all it does and more, and repeats nothing chosen."""
+    fuller = [
+        d
+        for d in alive
+        if source.key in d.related
+        and novelty(source.words, d.words) < MIN_NOVELTY <= novelty(d.words, source.words)
+        and not any(c.key in d.related or d.key in c.related for c in chosen)
+        and not (d.identity and any(d.identity == c.identity for c in chosen))
+    ]
+    return max(fuller, key=_order, default=None)

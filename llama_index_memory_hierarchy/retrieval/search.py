@@ -188,6 +188,12 @@ def _term_weights(terms: set[str], texts: Sequence[frozenset[str]]) -> dict[str,
     return {t: math.log(1.0 + (n + 1) / (sum(1 for text in texts if t in text) + 1)) for t in terms}
 
 
+def _sources(item: MemoryItem) -> frozenset[str]:
+    """The ids a derived memory (a fact, a summary) cites as its sources."""
+    sources = item.metadata.get("source_ids")
+    return frozenset(s for s in sources if isinstance(s, str)) if isinstance(sources, list) else frozenset()
+
+
 def _speaker(item: MemoryItem) -> str | None:
     speaker = item.metadata.get("speaker") or item.metadata.get("role")
     return speaker if isinstance(speaker, str) else None
@@ -419,14 +425,17 @@ class CrossTierSearch(RuntimeBound):
         candidates.sort(key=lambda c: (sum(c.parts.values()), c.item.id), reverse=True)
         choices: list[Choice] = []
         by_key: dict[str, _Candidate] = {}
-        for cand in candidates[: max(4 * limit, 20)]:
+        cut = max(4 * limit, 20)
+        shortlist = {c.item.id for c in candidates[:cut]}
+        # and the memories derived from those (a summary quoting one), which may take its slot (``select``)
+        derived = [c for c in candidates[cut:] if _sources(c.item) & shortlist]
+        for cand in [*candidates[:cut], *derived]:
             item, parts = cand.item, cand.parts
             words, stems, identity, _, group = _text_profile(item.content)
             free = is_content_free(words, bool(words & query_words))  # its own words: keyword text has neighbours
             if free:
                 parts["content_free"] = -(1.0 - CONTENT_FREE_FACTOR) * sum(parts.values())
-            sources = item.metadata.get("source_ids")
-            related = frozenset(s for s in sources if isinstance(s, str)) if isinstance(sources, list) else frozenset()
+            related = _sources(item)
             choices.append(
                 Choice(
                     key=item.id,

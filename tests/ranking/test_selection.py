@@ -122,3 +122,21 @@ def test_what_a_replaced_memory_covered_competes_again() -> None:
     passed = choice("p", 0.85, "i bought a psychology book", unit(0.9, 0.1, 0), related=frozenset({"s"}))
     chosen = select([summary, passed, reply], limit=5)
     assert {c.key for c in chosen} == {"r", "p"}  # passed over for the summary, back when the summary went
+
+
+def test_a_summary_saying_all_a_chosen_turn_does_and_more_holds_its_slot() -> None:
+    """The more informative of a memory and its derived one is shown, even when the derived one scores lower
+    (the summary quotes the turn and two more): its slot keeps the turn's rank and names it as covered."""
+    turn = choice("turn", 0.9, "we went camping and roasted marshmallows", unit(1, 0, 0))
+    summary = choice(
+        "summary",
+        0.3,
+        "we went camping and roasted marshmallows then hiked to the lake and saw the perseid meteor shower",
+        unit(0.6, 0.8, 0),
+        related=frozenset({"turn", "other"}),
+    )
+    other = choice("x", 0.5, "my new job starts monday", unit(0, 0, 1))
+    chosen = select([turn, summary, other], limit=2)
+    assert [c.key for c in chosen] == ["summary", "x"] and chosen[0].covers is turn
+    fact = choice("fact", 0.3, "camping", unit(0.9, 0.1, 0), related=frozenset({"turn"}))  # says less: no swap
+    assert [c.key for c in select([turn, fact, other], limit=2)] == ["turn", "x"]
