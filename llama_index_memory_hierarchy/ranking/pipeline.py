@@ -162,24 +162,15 @@ def keyword_document(
 
 
 # ------------------------------------------------------------------------------ time
-#: How fast :func:`time_score` falls off outside a hint, in days, by the hint's precision.
-TIME_SCALES_DAYS: dict[str, float] = {"day": 3.0, "week": 5.0, "month": 10.0, "season": 20.0, "year": 45.0}
-
-
-def time_score(
-    event_time: datetime,
-    hints: Sequence[TimeHint],
-    *,
-    scales: Mapping[str, float] = TIME_SCALES_DAYS,
-    late_factor: float = 0.5,
-) -> float:
+def time_score(event_time: datetime, hints: Sequence[TimeHint], *, late_factor: float = 0.5) -> float:
     """How well an event time matches the query's time hints, in [0, 1] (0 when no hint).
 
-    1 inside a hint's interval, decaying exponentially with the distance outside it
-    (scale by precision, :data:`TIME_SCALES_DAYS`). Events told *after* the period
-    (a conversation on 2 June about "last month") decay ``late_factor`` times slower,
-    since people talk about the past more than the future. A hint that named no year
-    (``TimeHint.yearless``) is that day or month of the event's year (or a neighbouring one).
+    1 inside a hint's interval, decaying exponentially with the distance outside it, one e-fold per
+    width of the hint: a hint is as precise as its own span, so a day off "on 29 April" keeps a third of
+    the boost while a day off "in April" keeps nearly all. Events told *after* the period (a conversation
+    on 2 June about "last month") decay ``late_factor`` times slower, since people talk about the past
+    more than the future. A hint that named no year (``TimeHint.yearless``) is that day or month of the
+    event's year (or a neighbouring one).
     """
     if not hints:
         return 0.0
@@ -188,12 +179,12 @@ def time_score(
     for hint in _in_event_years(hints, moment.year):
         if hint.start <= moment < hint.end:
             return 1.0
-        scale = scales.get(hint.granularity, 10.0)
+        width = (hint.end - hint.start).total_seconds()
         if moment < hint.start:
-            distance = (hint.start - moment).total_seconds() / 86400.0
+            distance = (hint.start - moment).total_seconds()
         else:
-            distance = (moment - hint.end).total_seconds() / 86400.0 * late_factor
-        best = max(best, math.exp(-distance / scale))
+            distance = (moment - hint.end).total_seconds() * late_factor
+        best = max(best, math.exp(-distance / width))
     return best
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -232,6 +233,16 @@ def test_time_score_inside_near_and_far() -> None:
     assert time_score(inside + timedelta(days=400), hints) < 1e-6
     assert time_score(inside, []) == 0.0
     assert time_score(datetime(2023, 5, 8, 1), hints) == 1.0  # naive = UTC
+
+
+def test_time_score_falls_off_by_the_width_of_its_hint() -> None:
+    """One e-fold per width of the hint: a day off "on 8 May" is far, a day off "in May" is near."""
+    day = extract_time_hints("on 8 May, 2023")
+    month = extract_time_hints("in May 2023")
+    eve = datetime(2023, 4, 30, tzinfo=UTC)  # a day before the day hint's start, and the month's
+    assert time_score(datetime(2023, 5, 7, tzinfo=UTC), day) == pytest.approx(math.exp(-1.0))
+    assert time_score(eve, month) == pytest.approx(math.exp(-1.0 / 31.0))
+    assert time_score(datetime(2023, 5, 9, 12, tzinfo=UTC), day) == pytest.approx(math.exp(-0.25))  # told later
 
 
 def test_a_date_without_a_year_matches_that_day_of_any_year() -> None:
