@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 #: Version of the record store schema written by this package (row ``record_store`` of ``schema_info``);
 #: the ``schema_version`` of the head Alembic revision in ``stores/migrations/versions`` (a test checks).
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: ``schema_info.component`` of the record store's tables.
 SCHEMA_COMPONENT = "record_store"
 

@@ -27,7 +27,7 @@ from llama_index_memory_hierarchy.errors import MemoryValidationError, SchemaVer
 from llama_index_memory_hierarchy.stores import schema
 from llama_index_memory_hierarchy.stores.base import Record
 from llama_index_memory_hierarchy.stores.record_sql import SQLiteFTS5Strategy, SQLRecordStore
-from llama_index_memory_hierarchy.text import count_tokens, keyword_text, keyword_tokens
+from llama_index_memory_hierarchy.text import count_tokens, keyword_scope, keyword_text, keyword_tokens
 from llama_index_memory_hierarchy.types import MemoryFilter, MemoryItem, MemoryType
 
 PG_DEFAULT_URL = "postgresql+asyncpg://lmh:lmh@127.0.0.1:5432/lmh_test"
@@ -181,7 +181,7 @@ def test_keyword_tokens() -> None:
 
 def test_fts5_match_expression_quotes_everything() -> None:
     expression = SQLiteFTS5Strategy.match_expression(["a", 'b"c', "or"], "s0a")
-    assert expression == 'keyword_scope : "s0a" AND keyword : ("a" OR "b""c" OR "or")'
+    assert expression == '"s0aa" OR "s0ab""c" OR "s0aor"'
 
 
 # --------------------------------------------------------------------------------------------------
@@ -716,6 +716,33 @@ async def test_sqlite_garbage_and_truncated_files(tmp_path: Path) -> None:
     header_only.write_bytes(data[:100] + b"\x00" * 50)
     with pytest.raises(StoreError, match=str(header_only)):
         await SQLRecordStore(f"sqlite+aiosqlite:///{header_only}").start()
+
+
+async def test_sqlite_keyword_terms_are_each_users_own(tmp_path: Path) -> None:
+    """Every FTS5 term is behind its row's scope token: one word of two users is two terms, so a search reads
+    only the asking user's postings and counts only their documents; deletes and edits keep the index exact."""
+    path = tmp_path / "scoped.db"
+    store = SQLRecordStore(f"sqlite+aiosqlite:///{path}")
+    await store.start()
+    try:
+        [alice_tea] = await store.insert([rec("green tea at noon")])
+        await store.insert([rec(f"tea number {i}", user_id="bob") for i in range(20)])
+        [gone] = await store.insert([rec("a tea to delete")])
+        await store.delete("alice", [gone])
+        await store.update("alice", alice_tea, content="green tea at dawn")
+        async with store.engine.connect() as conn:
+            await conn.exec_driver_sql("CREATE VIRTUAL TABLE temp.terms USING fts5vocab(main, memories_fts, row)")
+            rows = (await conn.exec_driver_sql("SELECT term, doc FROM temp.terms")).all()
+            check = "INSERT INTO memories_fts(memories_fts, rank) VALUES ('integrity-check', 1)"
+            await conn.exec_driver_sql(check)
+        alice, bob = keyword_scope("alice", "memory"), keyword_scope("bob", "memory")
+        terms = dict(rows)
+        assert all(t.startswith((alice, bob)) for t in terms), [t for t in terms if not t.startswith((alice, bob))]
+        assert terms[alice + "tea"] == 1 and terms[bob + "tea"] == 20  # the deleted row left no posting
+        assert alice + "noon" not in terms and terms[alice + "dawn"] == 1
+        assert [i for i, _ in await store.keyword_search("alice", "tea")] == [alice_tea]
+    finally:
+        await store.close()
 
 
 async def test_sqlite_settings_and_lock_retry(tmp_path: Path) -> None:

@@ -49,6 +49,7 @@ __all__ = [
     "head_revision",
     "head_schema_version",
     "include_object",
+    "keyword_index_statements",
     "upgrade",
 ]
 
@@ -109,6 +110,16 @@ def revision_schema_version(revision: str, extra_locations: tuple[str, ...] = ()
     if not isinstance(version, int):
         raise SchemaVersionError(f"migration {revision} declares no integer schema_version")
     return version
+
+
+def keyword_index_statements() -> tuple[str, ...]:
+    """The SQLite keyword index (FTS5 table, its content view and triggers) as the newest revision defining it
+    creates it (``KEYWORD_INDEX``): what repairing a damaged index recreates, written once."""
+    for script in _script().walk_revisions():
+        statements = getattr(script.module, "KEYWORD_INDEX", None)
+        if statements is not None:
+            return tuple(statements)
+    raise SchemaVersionError("no migration defines the keyword index (KEYWORD_INDEX)")
 
 
 def current_revision(connection: sa.Connection) -> str | None:

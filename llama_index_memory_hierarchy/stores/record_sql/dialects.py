@@ -1,7 +1,8 @@
 """What differs between the SQL backends of the record store: the keyword index, JSON equality, locks.
 
-SQLite: an FTS5 external-content table over ``memories.keyword`` kept in sync by triggers, ranked by
-BM25. PostgreSQL: a ``tsvector`` generated column with a GIN index, ranked by ``ts_rank_cd``.
+SQLite: an FTS5 external-content table over ``memories.keyword`` (each term behind its row's scope
+token, so one user's postings are read), kept in sync by triggers, ranked by BM25. PostgreSQL: a
+``tsvector`` generated column with a GIN index, ranked by ``ts_rank_cd``.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ class DialectStrategy(ABC):
 
 
 class SQLiteFTS5Strategy(DialectStrategy):
-    """SQLite: FTS5 external-content table over ``memories.keyword`` kept in sync by triggers; BM25.
+    """SQLite: FTS5 external-content table over the scoped terms of ``memories.keyword``, synced by triggers; BM25.
 
     Writers are already serialised (``BEGIN IMMEDIATE`` plus an in-process lock), so the lock
     hooks are no-ops. Metadata equality uses ``json_each`` so a key is a bound value, never a path.
@@ -70,7 +71,8 @@ class SQLiteFTS5Strategy(DialectStrategy):
 
     name = "sqlite"
     fts = "memories_fts"
-    _tokenize = "unicode61 remove_diacritics 0 categories 'L* N* Co M*'"
+    #: The FTS5 table's external content: each row's keyword terms, every one prefixed by its scope token.
+    content_view = "memories_scoped_terms"
 
     async def rebuild_keyword_index(self, conn: AsyncConnection) -> None:
         try:
@@ -82,7 +84,9 @@ class SQLiteFTS5Strategy(DialectStrategy):
         await self._recreate_keyword_index(conn)
 
     async def _recreate_keyword_index(self, conn: AsyncConnection) -> None:
-        """Drop the FTS5 table, its shadow tables and triggers, and create them as migration 0002 does."""
+        """Drop the FTS5 table, its shadow tables, view and triggers, and create them as the migrations do."""
+        from llama_index_memory_hierarchy.stores.migrations import keyword_index_statements
+
         fts = self.fts
         for trigger in ("ai", "ad", "au"):
             await conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {fts}_{trigger}")
@@ -97,19 +101,8 @@ class SQLiteFTS5Strategy(DialectStrategy):
             await conn.exec_driver_sql("PRAGMA writable_schema = OFF")
             for shadow in ("data", "idx", "docsize", "config", "content"):
                 await conn.exec_driver_sql(f"DROP TABLE IF EXISTS {fts}_{shadow}")
-        columns = "rowid, keyword_scope, keyword"
-        for statement in (
-            f"CREATE VIRTUAL TABLE {fts} USING fts5(keyword_scope, keyword, content='memories', "
-            f"content_rowid='seq', tokenize=\"{self._tokenize}\")",
-            f"CREATE TRIGGER {fts}_ai AFTER INSERT ON memories BEGIN "
-            f"INSERT INTO {fts}({columns}) VALUES (new.seq, new.keyword_scope, new.keyword); END",
-            f"CREATE TRIGGER {fts}_ad AFTER DELETE ON memories BEGIN "
-            f"INSERT INTO {fts}({fts}, {columns}) VALUES ('delete', old.seq, old.keyword_scope, old.keyword); END",
-            f"CREATE TRIGGER {fts}_au AFTER UPDATE OF keyword ON memories BEGIN "
-            f"INSERT INTO {fts}({fts}, {columns}) VALUES ('delete', old.seq, old.keyword_scope, old.keyword); "
-            f"INSERT INTO {fts}({columns}) VALUES (new.seq, new.keyword_scope, new.keyword); END",
-            f"INSERT INTO {fts}({fts}) VALUES ('rebuild')",
-        ):
+        await conn.exec_driver_sql(f"DROP VIEW IF EXISTS {self.content_view}")
+        for statement in keyword_index_statements():
             await conn.exec_driver_sql(statement)
 
     async def lock_schema(self, conn: AsyncConnection) -> None:
@@ -126,14 +119,17 @@ class SQLiteFTS5Strategy(DialectStrategy):
 
     @staticmethod
     def match_expression(tokens: list[str], scope: str) -> str:
-        """FTS5 query: the scope token in its column AND any token (each double-quoted, quotes doubled)."""
-        terms = " OR ".join('"' + token.replace('"', '""') + '"' for token in tokens)
-        return f'keyword_scope : "{scope}" AND keyword : ({terms})'
+        """FTS5 query: any token as a term of the scope (scope token glued on, double-quoted, quotes doubled).
+
+        The index holds every term behind its row's scope token (migration 0003), so each term's postings are
+        one user's: a search reads no other user's rows and BM25 counts the user's own documents.
+        """
+        return " OR ".join('"' + (scope + token).replace('"', '""') + '"' for token in tokens)
 
     def keyword_select(self, tokens: list[str], conditions: list[Any], limit: int, scope: str) -> sa.Select[Any]:
         fts = sa.table(self.fts, sa.column("rowid"))
         fts_ref = sa.literal_column(self.fts)
-        rank = sa.func.bm25(fts_ref, sa.literal(0.0), sa.literal(1.0))  # the scope column weighs nothing
+        rank = sa.func.bm25(fts_ref)
         return (
             sa.select(memories.c.id, (-rank).label("score"))
             .select_from(memories.join(fts, fts.c.rowid == memories.c.seq))
