@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -353,6 +354,18 @@ class SQLRecordStore(SQLDatabase, RecordStore):
     def _columns(self, with_embeddings: bool) -> list[Any]:
         return [*_ITEM_COLUMNS, memories.c.embedding if with_embeddings else sa.null().label("embedding")]
 
+    def _by_ids(self, with_embeddings: bool) -> sa.Select[Any]:
+        """One user's records by a list of ids (``owner``, ``ids`` bound at execution), built once per store:
+        every search fetches its candidates with it, and building the expression cost more than running it."""
+        return self._lookups[with_embeddings]
+
+    @functools.cached_property
+    def _lookups(self) -> dict[bool, sa.Select[Any]]:
+        owner = sa.bindparam("owner", type_=sa.String)
+        ids = sa.bindparam("ids", expanding=True, type_=sa.String)
+        where = (self._strategy.owned_by(owner), memories.c.id.in_(ids))
+        return {embedded: sa.select(*self._columns(embedded)).where(*where) for embedded in (False, True)}
+
     async def get(self, user_id: str, ids: Sequence[str], *, with_embeddings: bool = False) -> list[Record]:
         """This user's records with these ids, in the given order (others' ids are absent)."""
         validate_identifier(user_id, "user_id")
@@ -360,14 +373,12 @@ class SQLRecordStore(SQLDatabase, RecordStore):
         if not wanted:
             return []
 
+        statement = self._by_ids(with_embeddings)
+
         async def work(conn: AsyncConnection) -> list[Record]:
             found: dict[str, Record] = {}
             for chunk in batches(wanted, CHUNK):
-                result = await conn.execute(
-                    sa.select(*self._columns(with_embeddings)).where(
-                        self._strategy.owned_by(user_id), memories.c.id.in_(list(chunk))
-                    )
-                )
+                result = await conn.execute(statement, {"owner": user_id, "ids": list(chunk)})
                 for row in result.mappings():
                     found[row["id"]] = row_to_record(row, with_embeddings)
             return [found[i] for i in wanted if i in found]
