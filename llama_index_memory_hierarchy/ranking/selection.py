@@ -78,6 +78,16 @@ def _order(choice: Choice) -> tuple[bool, float, tuple[float, ...], str]:
     return (not choice.content_free, choice.score - choice.penalty, choice.tiebreak, choice.key)
 
 
+def slot_score(choice: Choice) -> float:
+    """The score a chosen memory ranks by: that of the slot it holds (the memory it covers), else its own less
+    its redundancy penalty."""
+    return slot_score(choice.covers) if choice.covers is not None else choice.score - choice.penalty
+
+
+def _rank(choice: Choice) -> tuple[bool, float, tuple[float, ...], str]:
+    return (not choice.content_free, slot_score(choice), choice.tiebreak, choice.key)
+
+
 def select(
     choices: Iterable[Choice],
     limit: int,
@@ -91,8 +101,10 @@ def select(
     redundancy mean the same for every embedding model and language.
 
     ``penalty`` is what redundancy with the choices before it cost a candidate; ``covers`` names the
-    choice whose slot a more informative related one took (the list keeps that slot's rank). Deterministic:
-    equal values fall back to ``tiebreak``, then ``key``.
+    choice whose slot a more informative related one took (the list keeps that slot's rank). The list is
+    ordered by :func:`slot_score`: a memory that competes again (the one it was passed over for was
+    replaced) takes the place its score earns, displacing the weakest choice when the list is full.
+    Deterministic: equal values fall back to ``tiebreak``, then ``key``.
     """
     pool = sorted(choices, key=_order, reverse=True)
     if not pool:
@@ -116,6 +128,14 @@ def select(
     def take(index: int) -> None:
         chosen.append(pool[index])
         absorb(pool[index])
+        if len(chosen) > limit:  # a memory that came back outranks the weakest chosen one
+            chosen.remove(min(chosen, key=_rank))
+            reabsorb()
+
+    def reabsorb() -> None:
+        closest[:] = 0.0  # what the memories no longer chosen were close to no longer counts
+        for kept in chosen:
+            absorb(kept)
 
     def absorb(candidate: Choice) -> None:
         """``closest`` counts ``candidate`` among the chosen."""
@@ -126,11 +146,13 @@ def select(
                 similarity[rows] = calibration.calibrate(similarity[rows], group, candidate.group)
             np.maximum(closest, similarity, out=closest)
 
-    while alive and len(chosen) < limit:
+    while alive:
         if chosen and diversity:
             for i in alive:
                 pool[i].penalty = diversity * top * max(float(closest[i]), 0.0) ** 2
         best = max(alive, key=lambda i: _order(pool[i]))
+        if len(chosen) >= limit and _order(pool[best]) <= min(_rank(c) for c in chosen):
+            break  # full, and nothing left outranks a chosen memory (only one that came back can)
         alive.remove(best)
         candidate = pool[best]
         related = [c for c in chosen if c.key in candidate.related or candidate.key in c.related]
@@ -161,9 +183,7 @@ def select(
                 returned.update(again)
             slot = chosen.index(covered[0])
             chosen[:] = [candidate if i == slot else c for i, c in enumerate(chosen) if i == slot or c not in covered]
-            closest[:] = 0.0  # what the replaced memories were close to no longer counts
-            for kept in chosen:
-                absorb(kept)
+            reabsorb()
             continue
         fuller = _fuller_derived(candidate, [pool[i] for i in alive], chosen)
         if fuller is None:
@@ -174,7 +194,7 @@ def select(
         fuller.covers = candidate
         passed_for.setdefault(fuller.key, []).append(best)
         take(index_of[fuller.key])
-    return chosen
+    return sorted(chosen, key=_rank, reverse=True)
 
 
 def _fuller_derived(source: Choice, alive: Sequence[Choice], chosen: Sequence[Choice]) -> Choice | None:

@@ -62,6 +62,7 @@ from llama_index_memory_hierarchy.ranking.selection import (
     is_content_free,
     normalised_text,
     select,
+    slot_score,
 )
 from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
@@ -457,8 +458,8 @@ class CrossTierSearch(RuntimeBound):
             parts["duplicate_penalty"] = -choice.penalty
             score = sum(parts.values())
             if choice.covers is not None:  # it holds the slot of the memory it says more than
-                parts["covers"] = ranked_score(choice.covers) - score
-                score = ranked_score(choice.covers)
+                parts["covers"] = slot_score(choice) - score
+                score = slot_score(choice)
             if choice.content_free and score > floor:  # ranked after every informative memory, and scored so
                 parts["content_free"] = parts.get("content_free", 0.0) - (score - floor)
                 score = floor
@@ -496,11 +497,6 @@ async def asearch(
 ) -> list[MemoryItem]:
     """:meth:`CrossTierSearch.asearch` of ``memory`` (one traced ``retrieve`` span per search)."""
     return await memory.cross_tier_search.asearch(query, limit, memory_types=memory_types, **filters)
-
-
-def ranked_score(choice: Choice) -> float:
-    """The final score of a chosen candidate: its score less its redundancy penalty."""
-    return choice.score - choice.penalty
 
 
 async def _none() -> dict[str, Any]:

@@ -13,6 +13,7 @@ from llama_index_memory_hierarchy.ranking.selection import (
     is_content_free,
     normalised_text,
     select,
+    slot_score,
 )
 from llama_index_memory_hierarchy.text import keyword_tokens
 
@@ -140,3 +141,18 @@ def test_a_summary_saying_all_a_chosen_turn_does_and_more_holds_its_slot() -> No
     assert [c.key for c in chosen] == ["summary", "x"] and chosen[0].covers is turn
     fact = choice("fact", 0.3, "camping", unit(0.9, 0.1, 0), related=frozenset({"turn"}))  # says less: no swap
     assert [c.key for c in select([turn, fact, other], limit=2)] == ["turn", "x"]
+
+
+def test_a_memory_back_in_competition_ranks_by_its_score() -> None:
+    """A turn passed over for a summary quoting it comes back when the summary's verbatim source takes the
+    summary's slot: it is then listed where its score puts it, not after everything chosen meanwhile."""
+    summary = choice("s", 0.9, "i love rock and pop music and played guitar", related=frozenset({"q", "r"}))
+    answer = choice("q", 0.85, "i love rock and pop music", related=frozenset({"s"}))
+    other = choice("a", 0.5, "the weather was sunny in the park")
+    more = choice("b", 0.45, "we cooked pasta for dinner last night")
+    source = choice(
+        "r", 0.4, "i love rock and pop music and played guitar on the stage tonight", related=frozenset({"s"})
+    )
+    chosen = select([summary, answer, other, more, source], limit=4)
+    assert [c.key for c in chosen] == ["r", "q", "a", "b"]
+    assert [slot_score(c) for c in chosen] == sorted((slot_score(c) for c in chosen), reverse=True)
