@@ -354,13 +354,11 @@ class SQLRecordStore(SQLDatabase, RecordStore):
     def _columns(self, with_embeddings: bool) -> list[Any]:
         return [*_ITEM_COLUMNS, memories.c.embedding if with_embeddings else sa.null().label("embedding")]
 
-    def _by_ids(self, with_embeddings: bool) -> sa.Select[Any]:
-        """One user's records by a list of ids (``owner``, ``ids`` bound at execution), built once per store:
-        every search fetches its candidates with it, and building the expression cost more than running it."""
-        return self._lookups[with_embeddings]
-
     @functools.cached_property
     def _lookups(self) -> dict[bool, sa.Select[Any]]:
+        """One user's records by a list of ids (``owner``, ``ids`` bound at execution), by ``with_embeddings``,
+        built once per store: every search fetches its candidates so, and building the expression cost more
+        than running it."""
         owner = sa.bindparam("owner", type_=sa.String)
         ids = sa.bindparam("ids", expanding=True, type_=sa.String)
         where = (self._strategy.owned_by(owner), memories.c.id.in_(ids))
@@ -373,7 +371,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
         if not wanted:
             return []
 
-        statement = self._by_ids(with_embeddings)
+        statement = self._lookups[with_embeddings]
 
         async def work(conn: AsyncConnection) -> list[Record]:
             found: dict[str, Record] = {}
