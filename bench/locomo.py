@@ -112,7 +112,8 @@ VARIANTS: list[PipelineConfig] = [
 class HierarchySystem:
     """The library's episodic tier alone: one fresh ``HierarchicalMemory`` per conversation, turns as episodic memories.
 
-    Each turn is stored with its session date as event time and ``speaker``/``dia_id``
+    Each turn is stored with its session date as event time and ``speaker``/``dia_id`` (and
+    ``role``, user or assistant, in a chat with an assistant, as ``HierarchicalMemory.put`` records it)
     in metadata (content: the turn's text, with the image caption). Results are mapped
     back to turns through ``dia_id``.
     """
@@ -142,7 +143,7 @@ class HierarchySystem:
                 user_id=user,
                 session_id=f"s{t.session}",
                 timestamp=t.session_date,
-                metadata={"speaker": t.speaker, "dia_id": t.dia_id},
+                metadata={"speaker": t.speaker, "dia_id": t.dia_id} | ({"role": t.role} if t.role else {}),
             )
             for t in turns
         ]

@@ -38,6 +38,7 @@ class Turn:
     session_date: datetime
     position: int  # index of the turn in the conversation (chronological)
     session_date_text: str = ""  # the date as LoCoMo writes it, e.g. "1:56 pm on 8 May, 2023"
+    role: str | None = None  # "user" or "assistant" in a chat with an assistant; None between two people
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,8 @@ def parse_user(user: str, raw: dict[str, Any], language: str, days: int | None =
     for number, day in enumerate(sorted(raw.get("history", {}))[:days], start=1):
         when = datetime.combine(date.fromisoformat(day), datetime.min.time(), tzinfo=UTC).replace(hour=12)
         for index, exchange in enumerate(raw["history"][day]):
-            for role, key, speaker in (("q", "query", name), ("r", "response", ASSISTANT)):
+            parties = (("q", "query", name, "user"), ("r", "response", ASSISTANT, "assistant"))
+            for role, key, speaker, chat_role in parties:
                 text = str(exchange.get(key) or "").strip()
                 if not text:
                     continue
@@ -58,6 +59,7 @@ def parse_user(user: str, raw: dict[str, Any], language: str, days: int | None =
                         session_date=when,
                         position=len(turns),
                         session_date_text=day,
+                        role=chat_role,
                     )
                 )
     return MemoryBankConversation(
