@@ -585,6 +585,27 @@ def mentioned_names(query: str, names: Iterable[str]) -> set[str]:
     return found
 
 
+#: Singular pronouns of the two parties of a chat: the asker (the user) and the one asked (the assistant).
+#: Plurals ("we", "我们", "你们") name more than one party.
+_PARTY_WORDS = {
+    "user": (frozenset({"i", "me", "my", "mine", "myself"}), re.compile(r"我(?!们)")),
+    "assistant": (frozenset({"you", "your", "yours", "yourself"}), re.compile(r"[你您](?!们)")),
+}
+
+
+def named_chat_party(query: str) -> Literal["user", "assistant"] | None:
+    """The one party of a chat that ``query`` names by pronoun: ``"user"`` for "my"/"I"/"我",
+    ``"assistant"`` for "you"/"你"; None when it names both ("what did you recommend to me?") or neither.
+
+    Why: the pronouns of a question put to an assistant name people as names do. A question about
+    its asker alone ("我最喜欢什么歌？") is answered by the user's own words before the assistant's
+    replies, which often only echo the question; one about the assistant alone by what it said.
+    """
+    words = set(_words(query))
+    named = [party for party, (english, han) in _PARTY_WORDS.items() if words & english or han.search(query)]
+    return named[0] if len(named) == 1 else None  # type: ignore[return-value]
+
+
 @lru_cache(maxsize=1)
 def _spacy_english() -> Any:
     """spaCy's small English pipeline with only what NER needs, or None when it is not installed."""

@@ -111,3 +111,23 @@ def test_names_in_chinese_and_english() -> None:
     assert "李四" in L.person_names("我的经理李四让我写周报")
     assert "Mel" in L.person_names("Yesterday I told Mel about the trip.")
     assert L.person_names("我喜欢吃辣的川菜") == []
+
+
+@pytest.mark.parametrize(
+    "question, party",
+    [
+        ("What kind of music do I like?", "user"),
+        ("What's my favourite scene?", "user"),
+        ("我最喜欢他的什么歌？", "user"),
+        ("Which books did you recommend?", "assistant"),
+        ("您建议去哪里徒步？", "assistant"),
+        ("What did you recommend to me?", None),  # both parties
+        ("你给我推荐了什么？", None),
+        ("What topics did we talk about?", None),  # plurals name more than one party
+        ("我们聊了哪些话题？", None),
+        ("你们那里冷吗？", None),
+        ("Where does Alice live?", None),
+    ],
+)
+def test_named_chat_party_is_the_one_party_a_question_names_by_pronoun(question: str, party: str | None) -> None:
+    assert L.named_chat_party(question) == party

@@ -101,6 +101,12 @@ class EventSummary:
     sources: Sequence[MemoryItem]
     method: str  # "llm" or "extractive"
 
+    @property
+    def party(self) -> str | None:
+        """The chat role every source shares (``"user"`` for a summary of the user's own turns), else None."""
+        roles = {e.metadata.get("role") for e in self.sources}
+        return roles.pop() if len(roles) == 1 and roles <= {"user", "assistant"} else None
+
 
 def extractive_event_summary(
     events: Sequence[MemoryItem], estimator: ImportanceEstimator | None = None
@@ -454,7 +460,8 @@ class Consolidator:
             session_id=session_id,
             timestamp=max(e.timestamp for e in sources),
             importance=max(e.importance for e in sources),
-            metadata={"kind": SUMMARY_KIND, "source_ids": [e.id for e in sources], "method": summary.method},
+            metadata={"kind": SUMMARY_KIND, "source_ids": [e.id for e in sources], "method": summary.method}
+            | ({"party": summary.party} if summary.party else {}),
         )
         [memory_id] = await deps.tiers.episodic.aadd_items([item], dedupe=True)
         return memory_id

@@ -38,6 +38,7 @@ from llama_index_memory_hierarchy.language import (
     has_temporal_intent,
     has_time_expression,
     mentioned_names,
+    named_chat_party,
 )
 from llama_index_memory_hierarchy.language import keyword_tokens as tokenize
 from llama_index_memory_hierarchy.language import stem as light_stem
@@ -51,6 +52,7 @@ __all__ = [
     "has_time_expression",
     "light_stem",
     "mentioned_names",
+    "named_chat_party",
     "tokenize",
 ]
 
@@ -223,6 +225,7 @@ class Candidate:
     text: str
     speaker: str | None = None
     event_time: datetime | None = None
+    party: str | None = None  # "user" or "assistant": whose account it is in a chat (None between people)
 
 
 @dataclass(frozen=True)
@@ -258,6 +261,7 @@ def rerank(
     if names is None:
         names = {c.speaker for c in candidates.values() if c.speaker}
     named = mentioned_names(query, names)
+    party = named_chat_party(query)
     hints = extract_time_hints(query, now) if time_hints is None else list(time_hints)
     temporal = has_temporal_intent(query)
     out: list[tuple[K, float]] = []
@@ -267,7 +271,9 @@ def rerank(
             out.append((key, score))
             continue
         factor = 1.0
-        if named and weights.entity:
+        if party is not None and cand.party == party:  # "my ..." / "你给..." names that party as a speaker
+            factor += weights.entity
+        elif named and weights.entity:
             factor += weights.entity * entity_boost(cand.speaker, cand.text, named)
         if hints and weights.time and cand.event_time is not None:
             factor += weights.time * time_score(cand.event_time, hints)

@@ -43,7 +43,7 @@ from llama_index_memory_hierarchy.calibration import SimilarityCalibration, acal
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
-from llama_index_memory_hierarchy.language import query_stopwords
+from llama_index_memory_hierarchy.language import named_chat_party, query_stopwords
 from llama_index_memory_hierarchy.ranking.fusion import recency
 from llama_index_memory_hierarchy.ranking.pipeline import (
     DEFAULT_RECIPE,
@@ -70,6 +70,7 @@ from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.text import index_terms, keyword_tokens
 from llama_index_memory_hierarchy.tiers.perceptual import PerceptualMemory
 from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory
+from llama_index_memory_hierarchy.tiers.stored import chat_party_of
 from llama_index_memory_hierarchy.tiers.tierset import TierSet
 from llama_index_memory_hierarchy.tiers.working import WorkingMemory
 from llama_index_memory_hierarchy.types import (
@@ -383,6 +384,7 @@ class CrossTierSearch(RuntimeBound):
         now = utcnow()
         names = {s for c in candidates if (s := _speaker(c.item))}
         named = mentioned_names(query, names) if names else set()
+        party = named_chat_party(query)  # "my"/"我" or "you"/"你": that party weighs as a speaker the query names
         hints = extract_time_hints(query, now)
         temporal = has_temporal_intent(query)
         query_words = information_words(keyword_tokens(query), query_stopwords())
@@ -397,7 +399,10 @@ class CrossTierSearch(RuntimeBound):
                 calibration.calibrate(cand.dense, asked, _text_profile(item.content)[4], role="query"), 0.0
             )
             base = w_kw * cand.keyword + w_dense * (cand.dense + cand.cross_modal)
-            entity = weights.entity * entity_boost(_speaker(item), item.content, named) if named else 0.0
+            if party is not None and chat_party_of(item) == party:
+                entity = weights.entity
+            else:
+                entity = weights.entity * entity_boost(_speaker(item), item.content, named) if named else 0.0
             when = weights.time * time_score(item.timestamp, hints) if hints else 0.0
             if temporal and _text_profile(item.content)[3]:
                 when += weights.temporal

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from llama_index_memory_hierarchy.calibration import acalibration, group_of
+from llama_index_memory_hierarchy.extraction import USER_ENTITY
 from llama_index_memory_hierarchy.ranking.fusion import recency, score_items
 from llama_index_memory_hierarchy.ranking.pipeline import DEFAULT_RECIPE, Candidate, keyword_terms, rank_candidates
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, Record
@@ -47,6 +48,16 @@ def speaker_of(item: MemoryItem) -> str | None:
     """Who said it: ``speaker`` metadata, else the chat role."""
     speaker = item.metadata.get("speaker") or item.metadata.get("role")
     return speaker if isinstance(speaker, str) else None
+
+
+def chat_party_of(item: MemoryItem) -> str | None:
+    """Whose account a memory is in a chat: ``"user"`` for a turn the user said, a fact about them or a summary
+    of their turns (``party`` metadata), ``"assistant"`` for its replies, None otherwise (a turn between people)."""
+    meta = item.metadata
+    if meta.get("kind") == "fact" and meta.get("subject") == USER_ENTITY:
+        return "user"
+    party = meta.get("role") or meta.get("party")
+    return party if party in ("user", "assistant") else None
 
 
 class StoredTier(MemoryTier):
@@ -288,7 +299,10 @@ class StoredTier(MemoryTier):
                 for i, s in cosine.items()
                 if i in found
             },
-            {i: Candidate(i, r.item.content, speaker_of(r.item), r.item.timestamp) for i, r in found.items()},
+            {
+                i: Candidate(i, r.item.content, speaker_of(r.item), r.item.timestamp, chat_party_of(r.item))
+                for i, r in found.items()
+            },
             now=utcnow(),
         )
         return dict(ranked), found

@@ -99,6 +99,7 @@ def test_an_extractive_summary_cites_only_the_turns_it_quotes(memory_factory) ->
     [summary] = [i for i in query(memory.episodic) if i.metadata.get("kind") == SUMMARY_KIND]
     assert "Sounds good" not in summary.content and summary.metadata["method"] == "extractive"
     assert summary.metadata["source_ids"] == [turns[q] for q in quoted]
+    assert summary.metadata["party"] == "user"  # the user's own account: "my ..." questions weigh it as theirs
 
 
 def test_llm_distillation_with_citations(memory_factory) -> None:

@@ -363,3 +363,16 @@ def test_rank_candidates_is_fusion_then_priors() -> None:
     assert [k for k, _ in ranked] == [1, 3, 2]  # 1.3, 1.0, then 0.6 boosted by 1.3 for Bob
     keyword_only = PipelineRecipe(dense_weight=0.0, rerank=RerankWeights(0, 0, 0))
     assert [k for k, _ in rank_candidates("tea", keyword, dense, candidates, recipe=keyword_only)][:2] == [1, 3]
+
+
+def test_a_question_naming_one_chat_party_boosts_that_partys_turns_as_a_named_speaker() -> None:
+    when = datetime(2023, 5, 8, tzinfo=UTC)
+    candidates = {
+        "echo": Candidate("echo", "Which cuisines do you like?", "assistant", when, party="assistant"),
+        "answer": Candidate("answer", "I like Sichuan food.", "user", when, party="user"),
+        "note": Candidate("note", "Sichuan food list", None, when),
+    }
+    fused = [("echo", 1.0), ("answer", 0.9), ("note", 0.9)]
+    ranked = dict(rerank("Which cuisines do I like?", fused, candidates))
+    assert ranked == pytest.approx({"echo": 1.0, "answer": 0.9 * 1.3, "note": 0.9})
+    assert dict(rerank("Which cuisines did you list for me?", fused, candidates)) == dict(fused)  # both named

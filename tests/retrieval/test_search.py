@@ -214,3 +214,41 @@ def test_a_memory_in_one_language_is_found_by_a_question_in_the_other(make_memor
     memory.episodic.add_many([MemoryItem(content=text) for text, _ in CROSS_LANGUAGE])
     for text, question in CROSS_LANGUAGE:
         assert memory.search(question, limit=1)[0].content == text, question
+
+
+#: A chat in which the assistant's question echoes the words of a later question to it:
+#: (assistant's question, user's answer, what the assistant then suggested).
+ECHOED_CHATS = [
+    (
+        "Cooking is such a rewarding hobby. Which cuisines do you like?",
+        "I like Sichuan and Cantonese food best.",
+        "Then try mapo tofu and char siu this weekend.",
+    ),
+    ("你周末喜欢做什么运动？", "我周末喜欢游泳和爬山。", "那可以试试去香山徒步。"),
+]
+#: (question, which of the three answers it) for each chat.
+PARTY_QUESTIONS = [
+    [("Which cuisines do I like?", 1), ("What did you suggest for the weekend?", 2)],
+    [("我周末喜欢什么运动？", 1), ("你建议去哪里徒步？", 2)],
+]
+
+
+@pytest.mark.parametrize("chat, questions", list(zip(ECHOED_CHATS, PARTY_QUESTIONS, strict=True)))
+def test_a_question_naming_one_party_of_the_chat_ranks_that_partys_words_first(
+    make_memory, chat: tuple[str, str, str], questions: list[tuple[str, int]]
+) -> None:
+    """ "my"/"我" names the user as a name names a speaker: their answer outranks the assistant's question that
+    only echoes the words of the question; "you"/"你" alone names the assistant."""
+    memory = make_memory(user_id="li", session_id="chat")
+    asked, answered, suggested = chat
+    memory.put_messages(
+        [
+            ChatMessage(role="assistant", content=asked),
+            ChatMessage(role="user", content=answered),
+            ChatMessage(role="assistant", content=suggested),
+        ]
+    )
+    for question, answer in questions:
+        ranked = memory.search(question, limit=3)
+        assert ranked[0].content == chat[answer], question
+        assert ranked[0].explanation.get("entity", 0.0) > 0, question
