@@ -50,7 +50,7 @@ from llama_index_memory_hierarchy.stores.record_sql.rows import embedding_bytes
 from llama_index_memory_hierarchy.stores.schema import memories
 from llama_index_memory_hierarchy.stores.vector import open_vector_index
 from llama_index_memory_hierarchy.stores.vector.edge import EdgeVectorIndex
-from llama_index_memory_hierarchy.tiers.stored import speaker_of
+from llama_index_memory_hierarchy.tiers.stored import in_conversation, speaker_of
 from llama_index_memory_hierarchy.tiers.tierset import TierSet
 from llama_index_memory_hierarchy.types import MemoryType
 
@@ -118,7 +118,8 @@ async def _areanalyze_keywords(records: SQLRecordStore) -> int:
     """Recompute every record's keyword text with today's analysis (``language``), as the tiers write it.
 
     Episodic turns get their date and the two previous turns of their session (in event order),
-    as :meth:`EpisodicMemory.abuild_records` does; every other record its content.
+    as :meth:`EpisodicMemory.abuild_records` does (a derived one, a summary, only its date); every other
+    record its content.
     """
     context = DEFAULT_RECIPE.context_before
     m = memories.c
@@ -130,11 +131,13 @@ async def _areanalyze_keywords(records: SQLRecordStore) -> int:
         updates = []
         for seq, user_id, session_id, namespace, memory_type, content, timestamp, metadata in rows:
             if namespace == MEMORY_NAMESPACE and memory_type == MemoryType.EPISODIC.value:
-                speaker = speaker_of(_MetadataOnly(json.loads(metadata or "{}")))  # type: ignore[arg-type]
-                before = history.setdefault((user_id, session_id), []) if session_id else []
+                item = _MetadataOnly(json.loads(metadata or "{}"))
+                speaker = speaker_of(item)  # type: ignore[arg-type]
+                turn_of_session = bool(session_id) and in_conversation(item)  # type: ignore[arg-type]
+                before = history.setdefault((user_id, session_id), []) if turn_of_session else []
                 when = datetime.fromtimestamp(float(timestamp), UTC)
                 text = keyword_document(content, speaker=speaker, when=when, previous=before[-context:])
-                if session_id:
+                if turn_of_session:
                     before.append(format_turn(content, speaker))
             else:
                 text = content
@@ -150,7 +153,7 @@ async def _areanalyze_keywords(records: SQLRecordStore) -> int:
 
 @dataclass
 class _MetadataOnly:
-    """Enough of a memory item for ``speaker_of``."""
+    """Enough of a memory item for ``speaker_of`` and ``in_conversation``."""
 
     metadata: dict[str, Any]
 

@@ -18,7 +18,7 @@ import numpy as np
 from llama_index_memory_hierarchy.ranking.pipeline import DEFAULT_RECIPE, format_turn, keyword_document
 from llama_index_memory_hierarchy.stores.base import Record
 from llama_index_memory_hierarchy.text import keyword_tokens
-from llama_index_memory_hierarchy.tiers.stored import StoredTier, speaker_of
+from llama_index_memory_hierarchy.tiers.stored import StoredTier, in_conversation, speaker_of
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType, validate_identifier
 
 #: Previous turns of the same session indexed with each turn's keyword text.
@@ -37,7 +37,8 @@ class EpisodicMemory(StoredTier):
 
         Turns are indexed the way ``docs/benchmarks.md`` measured best: the dense vector
         embeds ``"speaker: text"``; the keyword text adds the date and the two previous
-        turns of the same session (pronouns and follow-ups find their topic).
+        turns of the same session (pronouns and follow-ups find their topic). A derived memory
+        (a session summary) is no turn: it gets no context and is no turn's context.
         """
         if not items:
             return []
@@ -48,21 +49,28 @@ class EpisodicMemory(StoredTier):
         history = await self._arecent_turns({item.session_id for item in items if item.session_id})
         records = []
         for item, turn, vector in zip(items, turns, embeddings, strict=True):
-            before = history.setdefault(item.session_id, []) if item.session_id else []
+            turn_of_session = bool(item.session_id) and in_conversation(item)
+            before = history.setdefault(item.session_id, []) if turn_of_session else []
             document = keyword_document(
                 item.content, speaker=speaker_of(item), when=item.timestamp, previous=before[-_CONTEXT_TURNS:]
             )
             records.append(Record(item=item, embedding=vector, space=space, keyword=document))
-            if item.session_id:
+            if turn_of_session:
                 before.append(turn)
         return records
 
     async def _arecent_turns(self, sessions: set[str | None]) -> dict[str | None, list[str]]:
-        """The latest turns of each session already stored, oldest first, formatted."""
+        """The latest turns of each session already stored (derived memories skipped), oldest first, formatted."""
         recent: dict[str | None, list[str]] = {}
         for session in sessions:
-            items = await self.aquery(order_by="-timestamp", limit=_CONTEXT_TURNS, session_id=session)
-            recent[session] = [format_turn(i.content, speaker_of(i)) for i in reversed(items)]
+            window = _CONTEXT_TURNS
+            while True:  # summaries interleave with turns: widen the window until it holds enough turns
+                items = await self.aquery(order_by="-timestamp", limit=window, session_id=session)
+                turns = [i for i in items if in_conversation(i)][:_CONTEXT_TURNS]
+                if len(turns) == _CONTEXT_TURNS or len(items) < window:
+                    break
+                window *= 4
+            recent[session] = [format_turn(i.content, speaker_of(i)) for i in reversed(turns)]
         return recent
 
     async def aget_timeline(

@@ -50,6 +50,12 @@ def speaker_of(item: MemoryItem) -> str | None:
     return speaker if isinstance(speaker, str) else None
 
 
+def in_conversation(item: MemoryItem) -> bool:
+    """Whether a memory is part of the conversation (a turn, an event), not derived from it (a summary citing
+    its ``source_ids``): only those are each other's keyword context (``EpisodicMemory.abuild_records``)."""
+    return not item.metadata.get("source_ids")
+
+
 def chat_party_of(item: MemoryItem) -> str | None:
     """Whose account a memory is in a chat: ``"user"`` for a turn the user said, a fact about them or a summary
     of their turns (``party`` metadata), ``"assistant"`` for its replies, None otherwise (a turn between people)."""
