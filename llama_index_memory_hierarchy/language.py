@@ -42,8 +42,10 @@ from llama_index_memory_hierarchy.types import as_utc
 logger = logging.getLogger(__name__)
 
 #: Version of the keyword analysis (:func:`index_terms`); stored with the record store.
-#: 1: light English stemmer (before this module); 2: Snowball English stemmer.
-ANALYZER_VERSION = 2
+#: 1: light English stemmer (before this module); 2: Snowball English stemmer; 3: ordinals as their numbers
+#: ("29th" -> "29"), and a derived memory (a session summary) indexed without the turns before it, and no turn's
+#: context (``EpisodicMemory.abuild_records``).
+ANALYZER_VERSION = 3
 
 # ------------------------------------------------------------------------------ scripts
 # Han ideographs (+ extensions, compatibility) and hiragana: segmented with jieba.
@@ -150,15 +152,20 @@ def _english_stemmer() -> Any:
     return stemmer
 
 
-def stem(token: str) -> str:
-    """The Snowball (Porter 2) English stem of a Latin-letter token; any other token as it is.
+#: An English ordinal number ("29th", "2nd"): indexed as its number, as dates are written ("29 April 2023").
+_ORDINAL = re.compile(r"(\d+)(?:st|nd|rd|th)")
 
-    ``camping``/``camped``/``camps`` -> ``camp``, ``parties``/``party`` -> ``parti``. Tokens
-    with digits, non-Latin words (Chinese, Cyrillic...) and words of three letters or fewer
-    are kept unchanged. Apply it to stored text and queries alike.
+
+def stem(token: str) -> str:
+    """The Snowball (Porter 2) English stem of a Latin-letter token, the number of an ordinal; any other token as it is.
+
+    ``camping``/``camped``/``camps`` -> ``camp``, ``parties``/``party`` -> ``parti``, ``29th`` -> ``29``.
+    Other tokens with digits, non-Latin words (Chinese, Cyrillic...) and words of three letters
+    or fewer are kept unchanged. Apply it to stored text and queries alike.
     """
     if len(token) <= 3 or not token.isascii() or not token.isalpha():
-        return token
+        ordinal = _ORDINAL.fullmatch(token)
+        return ordinal.group(1) if ordinal else token
     return _english_stemmer().stemWord(token)
 
 
@@ -169,7 +176,7 @@ def index_terms(text: str) -> list[str]:
         return tokens
     stemmer = _english_stemmer()
     return [
-        stemmer.stemWord(t) if len(t) > 3 and t.isascii() and t.isalpha() else t  # as stem(), in one call
+        stemmer.stemWord(t) if len(t) > 3 and t.isascii() and t.isalpha() else stem(t)  # as stem(), in one call
         for t in tokens
     ]
 

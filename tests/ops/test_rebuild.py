@@ -54,3 +54,32 @@ def test_old_keyword_text_is_named_and_recomputed(tmp_path: Path, caplog: pytest
     with caplog.at_level(logging.WARNING), _open(folder) as memory:
         assert [i.content for i in memory.episodic.retrieve("周报 reports", limit=1)]
     assert not any("keyword analysis" in r.getMessage() for r in caplog.records)
+
+
+def _keywords(folder: Path) -> list[str]:
+    with sqlite3.connect(folder / "memory.db") as db:
+        return [k for (k,) in db.execute("SELECT keyword FROM memories ORDER BY seq")]
+
+
+def test_a_summary_is_no_turn_of_its_session_in_the_keyword_text(tmp_path: Path) -> None:
+    """A session summary's keyword text holds no turns before it, and the turn after it takes the turns as
+    context, not the summary: the same whether the tier writes it or ``rebuild_indexes`` recomputes it."""
+    from llama_index_memory_hierarchy.types import MemoryItem
+
+    folder = tmp_path / "memory"
+    with _open(folder) as memory:
+        sources = memory.episodic.add_many(["I adopted a puppy named Biscuit", "We walk along the canal"])
+        summary = MemoryItem(content="Summary of session s1: a new dog", metadata={"source_ids": sources})
+        memory.episodic.add_many([summary])
+        memory.episodic.add_many(["He sleeps all afternoon"])
+    written = _keywords(folder)
+    assert "biscuit" not in written[2].split() and "canal" not in written[2].split()
+    assert {"biscuit", "canal"} <= set(written[3].split()) and "summari" not in written[3].split()
+    rebuild_indexes(folder, graph=False, embed_model="hashing")
+    assert _keywords(folder) == written
+
+
+def test_an_ordinal_is_indexed_as_its_number() -> None:
+    """ "on April 29th" finds the turns of 29 April: every turn's keyword text holds its date as "29 April 2023"."""
+    assert keyword_text("What did we talk about on April 29th?").split()[-2:] == ["april", "29"]
+    assert keyword_text("the 1st, 2nd and 3rd time") == keyword_text("the 1, 2 and 3 time")
