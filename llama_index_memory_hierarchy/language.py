@@ -169,6 +169,25 @@ def stem(token: str) -> str:
     return _english_stemmer().stemWord(token)
 
 
+# After . ! ? a space ends a sentence; after Chinese 。！？ nothing need follow (no spaces between words).
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*|\n+")
+_QUESTION_END = re.compile(r"[?？][\s\"'”’）)]*$")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text`` (split after . ! ? and 。！？, and at line breaks), stripped, non-empty."""
+    return [s.strip() for s in _SENTENCE.split(text) if s and s.strip()]
+
+
+def statements(text: str) -> str:
+    """The sentences of ``text`` that are not questions, joined by spaces.
+
+    Why: a question asserts nothing. "Which cuisines do you like?" holds every word of the later
+    question "which cuisines do I like?" and answers none of it; the turn after it does.
+    """
+    return " ".join(s for s in split_sentences(text) if not _QUESTION_END.search(s))
+
+
 def index_terms(text: str) -> list[str]:
     """Keyword tokens, stemmed: what the keyword index stores for ``text`` and what its queries search."""
     tokens = keyword_tokens(text)
@@ -562,9 +581,14 @@ def has_time_expression(text: str) -> bool:
 
 
 # ------------------------------------------------------------------------------ names
+#: Where Han characters meet other letters or digits ("Bob周末" is "Bob" and "周末").
+_SCRIPT_BOUNDARY = re.compile(f"(?<=[{_HAN}])(?=[^\\W_{_HAN}])|(?<=[^\\W_{_HAN}])(?=[{_HAN}])")
+
+
 def _words(text: str) -> list[str]:
-    """Case-folded word runs (no segmentation): the units English names are matched on."""
-    return re.findall(r"[^\W_]+", text.casefold())
+    """Case-folded word runs (no segmentation), split where Han characters meet others: the units English
+    names are matched on."""
+    return re.findall(r"[^\W_]+", _SCRIPT_BOUNDARY.sub(" ", text.casefold()))
 
 
 def mentioned_names(query: str, names: Iterable[str]) -> set[str]:

@@ -131,3 +131,15 @@ def test_names_in_chinese_and_english() -> None:
 )
 def test_named_chat_party_is_the_one_party_a_question_names_by_pronoun(question: str, party: str | None) -> None:
     assert L.named_chat_party(question) == party
+
+
+def test_statements_are_the_sentences_that_are_not_questions() -> None:
+    assert L.statements("Cooking is a lovely hobby. Which cuisines do you like?") == "Cooking is a lovely hobby."
+    assert L.statements("今天很累。你有什么放松的方法吗？") == "今天很累。"
+    assert L.statements("Did you see it? Yes, twice.") == "Yes, twice."
+    assert L.statements("你喜欢哪种菜系呢？") == ""
+
+
+def test_a_latin_name_against_han_characters_is_a_word_of_its_own() -> None:
+    assert L.mentioned_names("Bob周末喜欢做什么运动？", ["Bob", "Ann"]) == {"Bob"}
+    assert L.named_chat_party("you觉得呢") == "assistant"

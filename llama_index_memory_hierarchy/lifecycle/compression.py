@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
-from llama_index_memory_hierarchy.language import has_han, keyword_tokens
+from llama_index_memory_hierarchy.language import has_han, keyword_tokens, split_sentences
 from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
 from llama_index_memory_hierarchy.lifecycle.importance import ImportanceEstimator
 from llama_index_memory_hierarchy.lifecycle.llm import acomplete
@@ -48,8 +47,6 @@ SUMMARY_PROMPT = (
 )
 
 History = Sequence[tuple[str, ChatMessage, int]]
-# After . ! ? a space ends a sentence; after Chinese 。！？ nothing need follow (no spaces between words).
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*|\n+")
 _MAX_SENTENCE_WORDS = 60
 
 
@@ -60,11 +57,6 @@ class _SessionSummary:
     covered_count: int = 0
     method: str = "none"
     loaded: bool = False
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of ``text`` (split after . ! ? and at line breaks), stripped, non-empty."""
-    return [s.strip() for s in _SENTENCE.split(text) if s and s.strip()]
 
 
 def _clip_words(text: str, limit: int) -> str:

@@ -43,7 +43,7 @@ from llama_index_memory_hierarchy.calibration import SimilarityCalibration, acal
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
-from llama_index_memory_hierarchy.language import named_chat_party, query_stopwords
+from llama_index_memory_hierarchy.language import named_chat_party, query_stopwords, statements
 from llama_index_memory_hierarchy.ranking.fusion import recency
 from llama_index_memory_hierarchy.ranking.pipeline import (
     DEFAULT_RECIPE,
@@ -180,8 +180,9 @@ def _text_profile(content: str) -> tuple[frozenset[str], frozenset[str], str, bo
 
 @functools.lru_cache(maxsize=8192)
 def _own_terms(content: str) -> frozenset[str]:
-    """The keyword index's terms of a memory's own text (without the neighbours its keyword text holds)."""
-    return frozenset(index_terms(content))
+    """The keyword index's terms of what a memory itself states: its text without the neighbours its keyword
+    text holds, and without its questions (``language.statements``: a question asserts nothing)."""
+    return frozenset(index_terms(statements(content)))
 
 
 def _term_weights(terms: set[str], texts: Sequence[frozenset[str]]) -> dict[str, float]:

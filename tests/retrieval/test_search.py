@@ -252,3 +252,17 @@ def test_a_question_naming_one_party_of_the_chat_ranks_that_partys_words_first(
         ranked = memory.search(question, limit=3)
         assert ranked[0].content == chat[answer], question
         assert ranked[0].explanation.get("entity", 0.0) > 0, question
+
+
+def test_a_question_that_echoes_the_query_asserts_nothing(make_memory) -> None:
+    """The turn asking "你周末一般喜欢做什么运动？" holds every word of the later question about it and answers
+    none of it: its own keyword credit comes from what it states (nothing), and the answer after it ranks first."""
+    memory = make_memory(user_id="li", session_id="sport")
+    memory.episodic.add_many(
+        [
+            MemoryItem(content="你周末一般喜欢做什么运动？", metadata={"speaker": "Ann"}),
+            MemoryItem(content="我喜欢游泳和爬山，天气好就去香山。", metadata={"speaker": "Bob"}),
+        ]
+    )
+    # Bob named ("Bob周末": a Latin name against Han characters is a word of its own)
+    assert memory.search("Bob周末喜欢做什么运动？", limit=1)[0].content == "我喜欢游泳和爬山，天气好就去香山。"
