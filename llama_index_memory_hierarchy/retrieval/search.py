@@ -12,8 +12,9 @@
    ``relevance = (keyword + dense) * (1 + entity + time + graph)``, where dense is the cosine of
    the candidate's stored vector on the model's calibrated scale (``calibration.py``: 0 for
    unrelated texts whatever the model and languages), keyword its BM25 over the best keyword hit
-   (half of it earned by the query's rare terms in the memory's own text, :data:`CONTEXT_SHARE`), entity/time the
-   priors the question carries (``ranking.pipeline``), graph ``1/hop`` for a fact the graph
+   (half of it earned by the query's rare terms in what the memory's own text states, :data:`CONTEXT_SHARE`),
+   entity/time the priors the question carries (``ranking.pipeline``; a person it names, by name or, for the
+   two parties of a chat, as "my"/"我" or "you"/"你"), graph ``1/hop`` for a fact the graph
    reaches; then ``score = tier_evidence * (w_rel * relevance / best + w_rec * recency +
    w_imp * importance) / (w_rel + w_rec + w_imp)``, tier evidence being a fact's confidence
    (and half for a superseded fact, when history is asked for);
