@@ -164,7 +164,7 @@ def stem(token: str) -> str:
     or fewer are kept unchanged. Apply it to stored text and queries alike.
     """
     if len(token) <= 3 or not token.isascii() or not token.isalpha():
-        ordinal = _ORDINAL.fullmatch(token)
+        ordinal = _ORDINAL.fullmatch(token) if token[:1].isdigit() else None
         return ordinal.group(1) if ordinal else token
     return _english_stemmer().stemWord(token)
 

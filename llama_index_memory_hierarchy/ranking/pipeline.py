@@ -202,12 +202,23 @@ def _in_event_years(hints: Sequence[TimeHint], year: int) -> list[TimeHint]:
 
 
 # ------------------------------------------------------------------------------ entities
-def entity_boost(speaker: str | None, text: str, names: Iterable[str], *, mention_weight: float = 0.5) -> float:
+def entity_boost(
+    speaker: str | None,
+    text: str,
+    names: Iterable[str],
+    *,
+    mention_weight: float = 0.5,
+    party: str | None = None,
+    named_party: str | None = None,
+) -> float:
     """Entity affinity of a candidate for the ``names`` a query mentions, in [0, 1].
 
-    1 when the candidate's speaker is one of them; ``mention_weight`` when the text
-    names one of them; 0 otherwise (and always 0 when the query names nobody).
+    1 when the candidate's speaker is one of them, or when it is the account of the one chat party the query
+    names by pronoun (``named_party``, :func:`named_chat_party`; ``party``: the candidate's); ``mention_weight``
+    when the text names one of them; 0 otherwise (and always 0 when the query names nobody).
     """
+    if named_party is not None and party == named_party:
+        return 1.0
     names = [n for n in names if n]
     if not names:
         return 0.0
@@ -271,10 +282,8 @@ def rerank(
             out.append((key, score))
             continue
         factor = 1.0
-        if party is not None and cand.party == party:  # "my ..." / "你给..." names that party as a speaker
-            factor += weights.entity
-        elif named and weights.entity:
-            factor += weights.entity * entity_boost(cand.speaker, cand.text, named)
+        if (named or party) and weights.entity:
+            factor += weights.entity * entity_boost(cand.speaker, cand.text, named, party=cand.party, named_party=party)
         if hints and weights.time and cand.event_time is not None:
             factor += weights.time * time_score(cand.event_time, hints)
         if temporal and weights.temporal and time_expression(cand.text):

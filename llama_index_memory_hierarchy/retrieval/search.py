@@ -401,10 +401,12 @@ class CrossTierSearch(RuntimeBound):
                 calibration.calibrate(cand.dense, asked, _text_profile(item.content)[4], role="query"), 0.0
             )
             base = w_kw * cand.keyword + w_dense * (cand.dense + cand.cross_modal)
-            if party is not None and chat_party_of(item) == party:
-                entity = weights.entity
-            else:
-                entity = weights.entity * entity_boost(_speaker(item), item.content, named) if named else 0.0
+            entity = (
+                weights.entity
+                * entity_boost(_speaker(item), item.content, named, party=chat_party_of(item), named_party=party)
+                if named or party
+                else 0.0
+            )
             when = weights.time * time_score(item.timestamp, hints) if hints else 0.0
             if temporal and _text_profile(item.content)[3]:
                 when += weights.temporal
