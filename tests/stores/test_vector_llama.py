@@ -73,3 +73,27 @@ async def test_qdrant_store_through_its_async_client() -> None:
     assert await index.ids() == {rows[2].id, rows[4].id}
     await index.close()
     await aclient.close()
+
+
+class _RacingStore(SimpleVectorStore):
+    """A real in-memory store whose first queries fail as a Chroma server's do when they race a write."""
+
+    failures: int = 0
+
+    def query(self, query, **kwargs):  # type: ignore[no-untyped-def]
+        if self.failures > 0:
+            self.failures -= 1
+            raise RuntimeError("Error executing plan: Internal error: Error finding id")
+        return super().query(query, **kwargs)
+
+
+async def test_a_search_the_store_fails_transiently_is_tried_again() -> None:
+    store = _RacingStore()
+    index = LlamaVectorIndex(store, "simple-8", DIM, use_async=False)
+    point = VectorPoint(str(uuid.uuid4()), vec(0), {"user_id": "a", "memory_type": "episodic", "timestamp": 0.0})
+    await index.upsert([point])
+    store.failures = 2
+    assert [h[0] for h in await index.search(vec(0), VectorFilter(user_id="a"), 5)] == [point.id]
+    store.failures = 3  # a store that keeps failing: the error is raised, naming the store and the cause
+    with pytest.raises(StoreError, match="Error finding id"):
+        await index.search(vec(0), VectorFilter(user_id="a"), 5)

@@ -57,6 +57,10 @@ logger = logging.getLogger(__name__)
 
 #: Nodes per ``add`` call.
 ADD_CHUNK = 256
+#: Tries of a search the store fails (a server racing concurrent writes: Chroma answers "Error finding id"), with
+#: a short backoff between them. A search has no effect, so trying it again is safe; writes are not retried here.
+READ_ATTEMPTS = 3
+READ_BACKOFF_S = 0.05
 #: Page size when listing ids through the Qdrant client.
 SCROLL_PAGE = 2_000
 #: Name of the dense vector in collections this package creates (LlamaIndex's default).
@@ -166,6 +170,19 @@ class LlamaVectorIndex(VectorIndex):
         except Exception as exc:
             raise StoreError(f"vector store {type(self.store).__name__}: {name} failed: {exc}") from exc
 
+    async def _read(self, name: str, *args: Any) -> Any:
+        """:meth:`_call` of a read, tried again (:data:`READ_ATTEMPTS`) when the store itself failed."""
+        for attempt in range(1, READ_ATTEMPTS + 1):
+            try:
+                return await self._call(name, *args)
+            except StoreError as exc:
+                cause = exc.__cause__
+                if attempt == READ_ATTEMPTS or cause is None or isinstance(cause, NotImplementedError):
+                    raise  # the last try, a closed index, or a store that cannot do it
+                logger.warning("%r: %s failed (%s); trying again", self, name, cause)
+                await asyncio.sleep(READ_BACKOFF_S * 4 ** (attempt - 1))
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def _qdrant_call(self, method: str, **kwargs: Any) -> Any:
         """Call the Qdrant client directly (async client if present, else sync in a thread)."""
         self._require()
@@ -220,7 +237,7 @@ class LlamaVectorIndex(VectorIndex):
             filters=_metadata_filters(prepared),
             node_ids=prepared.ids,
         )
-        result = await self._call("query", query)
+        result = await self._read("query", query)
         ids = list(result.ids or [])
         scores = list(result.similarities or [])
         if len(scores) != len(ids):
