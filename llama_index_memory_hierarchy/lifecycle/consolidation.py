@@ -59,6 +59,7 @@ from llama_index_memory_hierarchy.lifecycle.llm import (
 )
 from llama_index_memory_hierarchy.lifecycle.reflection import ReflectionReport, Reflector
 from llama_index_memory_hierarchy.tiers.semantic import FactInput
+from llama_index_memory_hierarchy.tiers.stored import chat_party_of
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
 
 logger = logging.getLogger(__name__)
@@ -103,9 +104,9 @@ class EventSummary:
 
     @property
     def party(self) -> str | None:
-        """The chat role every source shares (``"user"`` for a summary of the user's own turns), else None."""
-        roles = {e.metadata.get("role") for e in self.sources}
-        return roles.pop() if len(roles) == 1 and roles <= {"user", "assistant"} else None
+        """The chat party every source shares (``"user"`` for a summary of the user's own turns), else None."""
+        parties = {chat_party_of(e) for e in self.sources}
+        return parties.pop() if len(parties) == 1 else None
 
 
 def extractive_event_summary(
