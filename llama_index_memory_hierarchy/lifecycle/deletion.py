@@ -5,7 +5,8 @@ Doors: ``MemoryToolSpec.forget`` (and the MCP server's tools, which call it or t
 strategies, and the CLI's ``lmh forget ID``. Whichever door, a deleted memory is removed
 
 1. from its tier with what the tier owns: the record, its vectors (through the outbox) and
-   its keyword-index entry (the FTS triggers / generated column); a fact's graph relation
+   its keyword-index entry (the FTS triggers / generated column), a turn's words in the keyword
+   text of the turns that held it as context too (rewritten before the delete); a fact's graph relation
    (and the fact it had superseded comes back); a perception's satellite vectors and its
    stored file when nothing else shows those bytes;
 2. from every live memory of the user in this process (:mod:`.sessions`): working memory (a

@@ -24,7 +24,7 @@ from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.embeddings import EmbeddingService
 from llama_index_memory_hierarchy.language import ANALYZER_VERSION, keyword_text
 from llama_index_memory_hierarchy.lifecycle.erasure import aresume_erasures
-from llama_index_memory_hierarchy.ranking.pipeline import DEFAULT_RECIPE, format_turn, keyword_document
+from llama_index_memory_hierarchy.ranking.pipeline import format_turn
 from llama_index_memory_hierarchy.runtime import get_runtime
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, VectorIndex
 from llama_index_memory_hierarchy.stores.context import StoreContext
@@ -50,9 +50,10 @@ from llama_index_memory_hierarchy.stores.record_sql.rows import embedding_bytes
 from llama_index_memory_hierarchy.stores.schema import memories
 from llama_index_memory_hierarchy.stores.vector import open_vector_index
 from llama_index_memory_hierarchy.stores.vector.edge import EdgeVectorIndex
-from llama_index_memory_hierarchy.tiers.stored import in_conversation, speaker_of
+from llama_index_memory_hierarchy.tiers.episodic import keyword_documents
+from llama_index_memory_hierarchy.tiers.stored import speaker_of
 from llama_index_memory_hierarchy.tiers.tierset import TierSet
-from llama_index_memory_hierarchy.types import MemoryType
+from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
 
 logger = logging.getLogger(__name__)
 
@@ -117,31 +118,29 @@ async def _arebuild_vectors(config: MemoryConfig, records: Any, report: RebuildR
 async def _areanalyze_keywords(records: SQLRecordStore) -> int:
     """Recompute every record's keyword text with today's analysis (``language``), as the tiers write it.
 
-    Episodic turns get their date and the two previous turns of their session (in event order),
-    as :meth:`EpisodicMemory.abuild_records` does (a derived one, a summary, only its date); every other
+    Episodic memories get theirs from :func:`keyword_documents`, session by session in event order (a
+    turn: its date and the two previous turns; a derived one, a summary, only its date); every other
     record its content.
     """
-    context = DEFAULT_RECIPE.context_before
     m = memories.c
     columns = (m.seq, m.user_id, m.session_id, m.namespace, m.memory_type, m.content, m.timestamp, m.metadata)
 
     async def work(conn: Any) -> int:
         rows = (await conn.execute(sa.select(*columns).order_by(m.user_id, m.session_id, m.timestamp, m.seq))).all()
-        history: dict[tuple[str, str], list[str]] = {}
-        updates = []
+        texts = {seq: content for seq, *_, content, _, _ in rows}
+        sessions: dict[tuple[str, str | None], list[tuple[int, MemoryItem]]] = {}
         for seq, user_id, session_id, namespace, memory_type, content, timestamp, metadata in rows:
             if namespace == MEMORY_NAMESPACE and memory_type == MemoryType.EPISODIC.value:
-                item = _MetadataOnly(json.loads(metadata or "{}"))
-                speaker = speaker_of(item)  # type: ignore[arg-type]
-                turn_of_session = bool(session_id) and in_conversation(item)  # type: ignore[arg-type]
-                before = history.setdefault((user_id, session_id), []) if turn_of_session else []
-                when = datetime.fromtimestamp(float(timestamp), UTC)
-                text = keyword_document(content, speaker=speaker, when=when, previous=before[-context:])
-                if turn_of_session:
-                    before.append(format_turn(content, speaker))
-            else:
-                text = content
-            updates.append({"b_seq": seq, "b_keyword": keyword_text(text)})
+                item = MemoryItem.model_construct(
+                    content=content,
+                    session_id=session_id,
+                    timestamp=datetime.fromtimestamp(float(timestamp), UTC),
+                    metadata=json.loads(metadata or "{}"),
+                )
+                sessions.setdefault((user_id, session_id), []).append((seq, item))
+        for turns in sessions.values():
+            texts.update(zip((seq for seq, _ in turns), keyword_documents([item for _, item in turns]), strict=True))
+        updates = [{"b_seq": seq, "b_keyword": keyword_text(text)} for seq, text in texts.items()]
         statement = sa.update(memories).where(m.seq == sa.bindparam("b_seq")).values(keyword=sa.bindparam("b_keyword"))
         for start in range(0, len(updates), REINDEX_BATCH):
             await conn.execute(statement, updates[start : start + REINDEX_BATCH])
@@ -149,13 +148,6 @@ async def _areanalyze_keywords(records: SQLRecordStore) -> int:
         return len(updates)
 
     return await records.run_transaction(work, write=True, op="reanalyze keywords")
-
-
-@dataclass
-class _MetadataOnly:
-    """Enough of a memory item for ``speaker_of`` and ``in_conversation``."""
-
-    metadata: dict[str, Any]
 
 
 async def _areembed(config: MemoryConfig, records: SQLRecordStore, report: RebuildReport, embed_model: Any) -> None:
@@ -184,7 +176,7 @@ async def _areembed(config: MemoryConfig, records: SQLRecordStore, report: Rebui
             if not rows:
                 break
             texts = [
-                format_turn(content, speaker_of(_MetadataOnly(json.loads(meta or "{}"))))  # type: ignore[arg-type]
+                format_turn(content, speaker_of(MemoryItem.model_construct(metadata=json.loads(meta or "{}"))))
                 if memory_type == MemoryType.EPISODIC.value
                 else content
                 for _, memory_type, content, meta in rows

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -110,6 +110,10 @@ class RecordStore(ABC):
         space: str | None = None,
     ) -> Record | None:
         """Change fields of one record (re-indexing keyword text; outbox upsert); None if absent."""
+
+    @abstractmethod
+    async def set_keywords(self, user_id: str, texts: Mapping[str, str]) -> int:
+        """Replace the text the keyword index holds for these records (as ``Record.keyword``); how many were found."""
 
     @abstractmethod
     async def delete(self, user_id: str, ids: Sequence[str]) -> list[str]:

@@ -25,39 +25,54 @@ from llama_index_memory_hierarchy.types import MemoryItem, MemoryType, validate_
 _CONTEXT_TURNS = DEFAULT_RECIPE.context_before
 
 
+def keyword_documents(items: Sequence[MemoryItem], previous: Sequence[str] = ()) -> list[str]:
+    """The keyword-index text of each memory of one session, oldest first, as the tier writes it.
+
+    Turns are indexed the way ``docs/benchmarks.md`` measured best: the date, the two previous
+    turns of the session (``previous``: those stored before ``items``, formatted), then the turn, so
+    that pronouns and follow-ups find their topic. A derived memory (a session summary) is no turn:
+    it gets no context and is no turn's context. Without a session a turn has no neighbours.
+    """
+    before = list(previous)
+    documents = []
+    for item in items:
+        turn = bool(item.session_id) and in_conversation(item)
+        speaker = speaker_of(item)
+        context = before[-_CONTEXT_TURNS:] if turn else []
+        documents.append(keyword_document(item.content, speaker=speaker, when=item.timestamp, previous=context))
+        if turn:
+            before.append(format_turn(item.content, speaker))
+    return documents
+
+
 class EpisodicMemory(StoredTier):
     """What happened, when: turns and events, time-ordered, per user and session."""
 
     memory_type = MemoryType.EPISODIC
 
+    def embedded_text(self, item: MemoryItem) -> str:
+        """A turn is embedded as ``"speaker: text"`` (``docs/benchmarks.md``: the speaker disambiguates)."""
+        return format_turn(item.content, speaker_of(item))
+
     async def abuild_records(
         self, items: Sequence[MemoryItem], *, embeddings: Sequence[np.ndarray] | None = None
     ) -> list[Record]:
-        """Records ready to write: embedded, with their keyword-index text.
-
-        Turns are indexed the way ``docs/benchmarks.md`` measured best: the dense vector
-        embeds ``"speaker: text"``; the keyword text adds the date and the two previous
-        turns of the same session (pronouns and follow-ups find their topic). A derived memory
-        (a session summary) is no turn: it gets no context and is no turn's context.
-        """
+        """Records ready to write: embedded, with their keyword-index text (:func:`keyword_documents`)."""
         if not items:
             return []
-        turns = [format_turn(item.content, speaker_of(item)) for item in items]
         if embeddings is None:
-            embeddings = list(await self.context.embeddings.aembed_texts(turns))
+            embeddings = list(await self.context.embeddings.aembed_texts([self.embedded_text(i) for i in items]))
         space = await self.context.aspace()
         history = await self._arecent_turns({item.session_id for item in items if item.session_id})
-        records = []
-        for item, turn, vector in zip(items, turns, embeddings, strict=True):
-            turn_of_session = bool(item.session_id) and in_conversation(item)
-            before = history.setdefault(item.session_id, []) if turn_of_session else []
-            document = keyword_document(
-                item.content, speaker=speaker_of(item), when=item.timestamp, previous=before[-_CONTEXT_TURNS:]
-            )
-            records.append(Record(item=item, embedding=vector, space=space, keyword=document))
-            if turn_of_session:
-                before.append(turn)
-        return records
+        documents: dict[int, str] = {}
+        for session in dict.fromkeys(item.session_id for item in items):
+            batch = [n for n, item in enumerate(items) if item.session_id == session]
+            texts = keyword_documents([items[n] for n in batch], previous=history.get(session, ()))
+            documents.update(zip(batch, texts, strict=True))
+        return [
+            Record(item=item, embedding=vector, space=space, keyword=documents[n])
+            for n, (item, vector) in enumerate(zip(items, embeddings, strict=True))
+        ]
 
     async def _arecent_turns(self, sessions: set[str | None]) -> dict[str | None, list[str]]:
         """The latest turns of each session already stored (derived memories skipped), oldest first, formatted."""
@@ -72,6 +87,40 @@ class EpisodicMemory(StoredTier):
                 window *= 4
             recent[session] = [format_turn(i.content, speaker_of(i)) for i in reversed(turns)]
         return recent
+
+    async def _aremove_records(self, ids: Sequence[str]) -> list[str]:
+        """Delete turns; first, the turns that held them as keyword context are re-indexed without them.
+
+        Why first: once a delete has returned, no word of the deleted turn finds its neighbours.
+        """
+        doomed = {item.id: item for item in await self.aget_many(ids)}
+        for session in {i.session_id for i in doomed.values() if i.session_id and in_conversation(i)}:
+            await self._arewrite_context(await self.aquery(session_id=session), gone=frozenset(doomed))
+        return await super()._aremove_records(ids)
+
+    async def _aafter_edit(self, item: MemoryItem) -> None:
+        """An edited turn is re-indexed with its context, and so are the turns that hold it as theirs."""
+        if item.session_id:
+            await self._arewrite_context(await self.aquery(session_id=item.session_id), edited=frozenset({item.id}))
+
+    async def _arewrite_context(
+        self, session: list[MemoryItem], *, edited: frozenset[str] = frozenset(), gone: frozenset[str] = frozenset()
+    ) -> None:
+        """Rewrite the keyword text of the memories of one ``session`` (oldest first, as stored now) that are
+        ``edited`` or hold an ``edited`` or ``gone`` turn in their context, as if ``gone`` were deleted."""
+        changed = edited | gone
+        stale: set[str] = set(edited)
+        window: list[str] = []
+        for item in session:
+            if not in_conversation(item):
+                continue
+            if changed.intersection(window[-_CONTEXT_TURNS:]):
+                stale.add(item.id)
+            window.append(item.id)
+        kept = [item for item in session if item.id not in gone]
+        texts = dict(zip((item.id for item in kept), keyword_documents(kept), strict=True))
+        if stale := stale - gone:
+            await self.context.records.set_keywords(self.user_id, {memory_id: texts[memory_id] for memory_id in stale})
 
     async def aget_timeline(
         self,

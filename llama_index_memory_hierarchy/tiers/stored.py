@@ -159,7 +159,7 @@ class StoredTier(MemoryTier):
         )
         embedding = space = None
         if content is not None:
-            embedding = (await self.context.embeddings.aembed_texts([changed.content]))[0]
+            embedding = (await self.context.embeddings.aembed_texts([self.embedded_text(changed)]))[0]
             space = await self.context.aspace()
         record = await self.context.records.update(
             self.user_id,
@@ -171,7 +171,16 @@ class StoredTier(MemoryTier):
             space=space,
         )
         await self.context.drain_outbox()
+        if record is not None and content is not None:
+            await self._aafter_edit(changed)
         return record is not None
+
+    def embedded_text(self, item: MemoryItem) -> str:
+        """Hook: the text a memory of this tier is embedded as (here its content)."""
+        return item.content
+
+    async def _aafter_edit(self, item: MemoryItem) -> None:
+        """Hook: called when a memory's content was changed by :meth:`aupdate` (here nothing more to do)."""
 
     async def apin(self, memory_id: str, pinned: bool = True) -> bool:
         """Pin a memory so that forgetting never removes it."""

@@ -72,6 +72,42 @@ def test_tool_forget_of_a_chat_turn_deletes_it_from_every_tier(memory_factory) -
     assert tools.forget(memory_id).startswith("No memory")
 
 
+def keyword_hits(memory: Any, text: str) -> list[str]:
+    """Ids the keyword index finds for any word of ``text`` among the memory's records, best first."""
+    context = memory.context
+    return [i for i, _ in context.runtime.run(context.records.keyword_search(memory.user_id, text, limit=20))]
+
+
+def test_a_deleted_turns_words_leave_the_keyword_text_of_the_turns_after_it(memory_factory) -> None:
+    """A turn's keyword text holds the two turns before it; deleting one rewrites the texts that held it."""
+    memory = memory_factory()
+    memory.put_messages([user(PASSPORT), assistant("Noted, I will remember it."), user("Thanks, and the weather?")])
+    memory_id = turn_id(memory, PASSPORT)
+    assert len(keyword_hits(memory, "ZQ123456")) == 3  # the turn and the two whose context it is
+
+    MemoryToolSpec(memory).forget(memory_id)
+
+    assert keyword_hits(memory, "ZQ123456") == []
+    assert not [i for i in memory.search("ZQ123456", 5) if i.explanation and i.explanation.get("keyword")]
+    # what stays is each turn's own words, its date and the context it still has
+    noted = turn_id(memory, "Noted, I will remember it.")
+    assert keyword_hits(memory, "remember weather")[0] == turn_id(memory, "Thanks, and the weather?")
+    assert noted in keyword_hits(memory, "remember")
+
+
+def test_an_edited_turn_is_indexed_with_its_context_and_its_old_words_leave_its_neighbours(memory_factory) -> None:
+    memory = memory_factory()
+    memory.put_messages([user(PASSPORT), assistant("Noted, I will remember it."), user("Thanks, and the weather?")])
+    memory_id = turn_id(memory, PASSPORT)
+    noted = turn_id(memory, "Noted, I will remember it.")
+
+    assert memory.episodic.update(memory_id, content="My library card number is LB998877.") is True
+
+    assert keyword_hits(memory, "ZQ123456") == []
+    assert len(keyword_hits(memory, "LB998877")) == 3  # the edited turn and the two after it
+    assert keyword_hits(memory, "LB998877 remember")[0] == noted  # the reply holds the new words as context
+
+
 # ------------------------------------------------------------------ item 2: a tier's remove, then consolidation
 def test_tier_remove_leaves_no_copy_and_consolidation_never_writes_it_back(memory_factory) -> None:
     memory = memory_factory()

@@ -463,6 +463,25 @@ async def test_update(store: SQLRecordStore) -> None:
         await store.update("alice", "not-a-uuid", importance=0.1)
 
 
+async def test_set_keywords_replaces_what_the_index_holds_for_that_user_only(store: SQLRecordStore) -> None:
+    [mine] = await store.insert([rec("a reply", user_id="alice")])
+    [theirs] = await store.insert([rec("another reply", user_id="bob")])
+
+    found = await store.set_keywords("alice", {mine: "about cats\na reply", theirs: "about cats"})
+
+    assert found == 1  # bob's record is not alice's to rewrite
+    assert [i for i, _ in await store.keyword_search("alice", "cats")] == [mine]
+    assert await store.keyword_search("bob", "cats") == []
+    [record] = await store.get("alice", [mine])
+    assert record.item.content == "a reply"  # the content is untouched
+    assert await store.set_keywords("alice", {mine: "a reply"}) == 1
+    assert await store.keyword_search("alice", "cats") == []
+    assert await store.set_keywords("alice", {}) == 0
+    for texts in ({"not-a-uuid": "x"}, {mine: "  "}):
+        with pytest.raises(MemoryValidationError):
+            await store.set_keywords("alice", texts)
+
+
 async def test_touch(store: SQLRecordStore) -> None:
     ids = await store.insert([rec("one"), rec("two")])
     before = datetime.now(UTC) - timedelta(seconds=1)

@@ -12,7 +12,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -221,6 +221,40 @@ class SQLRecordStore(SQLDatabase, RecordStore):
         if record is not None:
             self.note_change(user_id, record.item.memory_type)
         return record
+
+    async def set_keywords(self, user_id: str, texts: Mapping[str, str]) -> int:
+        """Replace what the keyword index holds for these records of this user (the text indexed instead of
+        their content, as :attr:`Record.keyword`), in one transaction; how many records were found.
+
+        Why: a turn's keyword text holds its neighbours' words; when a neighbour is deleted or edited,
+        its tier rewrites the texts that held it, or the old words would still find them.
+        """
+        validate_identifier(user_id, "user_id")
+        wanted = {
+            validate_memory_id(memory_id, "texts"): validate_content(text, "texts") for memory_id, text in texts.items()
+        }
+        if not wanted:
+            return 0
+        if sum(len(text) for text in wanted.values()) > OFFLOAD_CHARS:
+            keywords = await asyncio.to_thread(lambda: {i: keyword_text(t) for i, t in wanted.items()})
+        else:
+            keywords = {i: keyword_text(t) for i, t in wanted.items()}
+
+        async def work(conn: AsyncConnection) -> int:
+            found = 0
+            for memory_id in sorted(keywords):  # sorted: one lock order for concurrent rewrites
+                result = await conn.execute(
+                    sa.update(memories)
+                    .where(self._strategy.owned_by(user_id), memories.c.id == memory_id)
+                    .values(keyword=keywords[memory_id])
+                )
+                found += result.rowcount
+            return found
+
+        found = await self.run_transaction(work, write=True, op="set_keywords")
+        if found:
+            self.note_change(user_id, None)
+        return found
 
     async def _delete_matching(self, conn: AsyncConnection, clauses: list[Any]) -> list[str]:
         """Delete matching rows, write outbox deletes for embedded ones, return deleted ids.
