@@ -3,10 +3,10 @@
 Their memories live in the shared record store (the source of truth) and the vector and
 keyword indexes derived from it: durable writes, hybrid retrieval, updates, removal and
 forgetting, all scoped to one user. A subclass changes what differs through hooks
-(:meth:`StoredTier.prepare_item`, :meth:`StoredTier.abuild_records`,
-:meth:`StoredTier._aremove_records`), never through a check of its own type here; what is
-derived from a deleted memory in *another* tier (facts citing it) is removed by the cascades
-the tier set registers (:meth:`StoredTier.on_delete`).
+(:meth:`StoredTier.prepare_item`, :meth:`StoredTier.abuild_records`, :meth:`StoredTier.embedded_text`,
+:meth:`StoredTier._aremove_records`, :meth:`StoredTier._aafter_edit`), never through a check of its own
+type here; what is derived from a deleted memory in *another* tier (facts citing it) is removed
+by the cascades the tier set registers (:meth:`StoredTier.on_delete`).
 """
 
 from __future__ import annotations
