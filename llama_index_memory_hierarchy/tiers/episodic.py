@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,8 @@ from llama_index_memory_hierarchy.types import MemoryItem, MemoryType, validate_
 
 #: Previous turns of the same session indexed with each turn's keyword text.
 _CONTEXT_TURNS = DEFAULT_RECIPE.context_before
+#: The resolution of event times (``datetime``'s): a bound this far from a time is strictly before or after it.
+_TICK = timedelta(microseconds=1)
 
 
 def keyword_documents(items: Sequence[MemoryItem], previous: Sequence[str] = ()) -> list[str]:
@@ -78,36 +80,66 @@ class EpisodicMemory(StoredTier):
         """The latest turns of each session already stored (derived memories skipped), oldest first, formatted."""
         recent: dict[str | None, list[str]] = {}
         for session in sessions:
-            window = _CONTEXT_TURNS
-            while True:  # summaries interleave with turns: widen the window until it holds enough turns
-                items = await self.aquery(order_by="-timestamp", limit=window, session_id=session)
-                turns = [i for i in items if in_conversation(i)][:_CONTEXT_TURNS]
-                if len(turns) == _CONTEXT_TURNS or len(items) < window:
-                    break
-                window *= 4
-            recent[session] = [format_turn(i.content, speaker_of(i)) for i in reversed(turns)]
+            latest = await self._anearest_turns(session, descending=True)
+            recent[session] = [format_turn(i.content, speaker_of(i)) for i in reversed(latest) if in_conversation(i)]
         return recent
+
+    async def _anearest_turns(
+        self, session: str | None, *, descending: bool = False, **bounds: Any
+    ) -> list[MemoryItem]:
+        """The :data:`_CONTEXT_TURNS` turns of ``session`` within ``bounds`` (``start_time``, ``end_time``) nearest to
+        their start (or, ``descending``, their end), nearest first, with the derived memories between them."""
+        window = _CONTEXT_TURNS
+        while True:  # summaries interleave with turns: widen the window until it holds enough turns
+            items = await self.aquery(
+                order_by="-timestamp" if descending else "timestamp", limit=window, session_id=session, **bounds
+            )
+            if sum(in_conversation(i) for i in items) >= _CONTEXT_TURNS or len(items) < window:
+                break
+            window *= 4
+        nearest, turns = [], 0
+        for item in items:
+            if turns == _CONTEXT_TURNS:
+                break
+            nearest.append(item)
+            turns += in_conversation(item)
+        return nearest
 
     async def _aremove_records(self, ids: Sequence[str]) -> list[str]:
         """Delete turns; first, the turns that held them as keyword context are re-indexed without them.
 
         Why first: once a delete has returned, no word of the deleted turn finds its neighbours.
         """
-        doomed = {item.id: item for item in await self.aget_many(ids)}
-        for session in {i.session_id for i in doomed.values() if i.session_id and in_conversation(i)}:
-            await self._arewrite_context(await self.aquery(session_id=session), gone=frozenset(doomed))
+        doomed = [item for item in await self.aget_many(ids) if in_conversation(item)]
+        for session in {item.session_id for item in doomed if item.session_id}:
+            changed = [item for item in doomed if item.session_id == session]
+            neighbourhood = await self._aneighbourhood(session, changed)
+            await self._arewrite_context(neighbourhood, gone=frozenset(item.id for item in changed))
         return await super()._aremove_records(ids)
 
     async def _aafter_edit(self, item: MemoryItem) -> None:
         """An edited turn is re-indexed with its context, and so are the turns that hold it as theirs."""
         if item.session_id:
-            await self._arewrite_context(await self.aquery(session_id=item.session_id), edited=frozenset({item.id}))
+            neighbourhood = await self._aneighbourhood(item.session_id, [item])
+            await self._arewrite_context(neighbourhood, edited=frozenset({item.id}))
+
+    async def _aneighbourhood(self, session: str, changed: Sequence[MemoryItem]) -> list[MemoryItem]:
+        """The memories of ``session`` whose keyword text can hold ``changed`` turns, with the context they are
+        indexed with, oldest first: every memory from the first changed turn to the last (ties in time included)
+        and the :data:`_CONTEXT_TURNS` turns on either side. Bounded by the change's span, not the session's."""
+        first = min(item.timestamp for item in changed)
+        last = max(item.timestamp for item in changed)
+        middle = await self.aquery(session_id=session, start_time=first, end_time=last)
+        before = await self._anearest_turns(session, descending=True, end_time=first - _TICK)
+        after = await self._anearest_turns(session, start_time=last + _TICK)
+        return [*reversed(before), *middle, *after]
 
     async def _arewrite_context(
         self, session: list[MemoryItem], *, edited: frozenset[str] = frozenset(), gone: frozenset[str] = frozenset()
     ) -> None:
-        """Rewrite the keyword text of the memories of one ``session`` (oldest first, as stored now) that are
-        ``edited`` or hold an ``edited`` or ``gone`` turn in their context, as if ``gone`` were deleted."""
+        """Rewrite the keyword text of the memories in ``session`` (consecutive memories of one session, oldest
+        first, as stored now) that are ``edited`` or hold an ``edited`` or ``gone`` turn in their context, as if
+        ``gone`` were deleted; the first :data:`_CONTEXT_TURNS` turns are context only."""
         changed = edited | gone
         stale: set[str] = set(edited)
         window: list[str] = []

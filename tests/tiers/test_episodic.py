@@ -181,3 +181,50 @@ def test_chinese_speaker_names_and_mixed_text(make_memory) -> None:
     mixed = episodic.add(MemoryItem(content="我在用Python写自动化脚本"))
     assert episodic.retrieve("python脚本", limit=1)[0].id == mixed
     assert episodic.retrieve("What about the Python scripts?", limit=1)[0].id == mixed
+
+
+def _stored_keyword_texts(memory) -> dict[str, str]:
+    import sqlalchemy as sa
+
+    from llama_index_memory_hierarchy.stores.schema import memories
+
+    async def work(conn):
+        rows = await conn.execute(sa.select(memories.c.id, memories.c.keyword).where(memories.c.user_id == "alice"))
+        return dict(rows.all())
+
+    return memory.context.runtime.run(memory.context.records.run_transaction(work, write=False, op="test"))
+
+
+def _reindexed_keyword_texts(memory) -> dict[str, str]:
+    """What a full recomputation of the session (as ``lmh reindex`` does) writes."""
+    from llama_index_memory_hierarchy.text import keyword_text
+    from llama_index_memory_hierarchy.tiers.episodic import keyword_documents
+
+    session = memory.episodic.get_session("s1")
+    return {item.id: keyword_text(text) for item, text in zip(session, keyword_documents(session), strict=True)}
+
+
+def test_deletes_and_edits_leave_every_keyword_text_as_a_full_reindex_writes_it(make_memory) -> None:
+    """Deletes and edits rewrite only the neighbourhood of what changed; the result equals recomputing the
+    whole session, with turns that share their time (ordered as written) and a summary among them."""
+    memory = make_memory()
+    times = [
+        T0,
+        T0,
+        T0 + timedelta(hours=1),
+        *[T0 + timedelta(hours=2)] * 4,
+        *(T0 + timedelta(hours=h) for h in range(3, 8)),
+    ]
+    turns = [MemoryItem(content=f"turn {n} about topic{n}", timestamp=t) for n, t in enumerate(times)]
+    ids = memory.episodic.add_many(turns)
+    summary = MemoryItem(content="Summary: turns about topics", timestamp=times[5], metadata={"source_ids": ids[3:6]})
+    memory.episodic.add_many([summary])
+    assert _stored_keyword_texts(memory) == _reindexed_keyword_texts(memory)
+
+    assert memory.episodic.remove(ids[4]) is True  # among turns sharing their time
+    assert _stored_keyword_texts(memory) == _reindexed_keyword_texts(memory)
+    memory.manager.forget_memories([ids[1], ids[9], ids[10]])  # apart and adjacent, in one delete
+    assert _stored_keyword_texts(memory) == _reindexed_keyword_texts(memory)
+    assert memory.episodic.update(ids[6], content="turn 6 rewritten about gardening") is True
+    assert _stored_keyword_texts(memory) == _reindexed_keyword_texts(memory)
+    assert not [i for i in memory.search("topic4 topic9", 10) if i.explanation and i.explanation.get("keyword")]
