@@ -187,9 +187,12 @@ async def build_rows(records: Sequence[Record]) -> list[dict[str, Any]]:
         if not isinstance(record, Record) or not isinstance(record.item, MemoryItem):
             raise MemoryValidationError(f"records[{index}]", "must be a Record holding a MemoryItem")
         validate_identifier(record.namespace, "namespace")
-    contents = [record.keyword or record.item.content for record in records]
-    if sum(len(text) for text in contents) > OFFLOAD_CHARS:
-        keywords = await asyncio.to_thread(lambda: [keyword_text(text) for text in contents])
-    else:
-        keywords = [keyword_text(text) for text in contents]
+    keywords = await akeyword_texts([record.keyword or record.item.content for record in records])
     return [record_row(record, keyword) for record, keyword in zip(records, keywords, strict=True)]
+
+
+async def akeyword_texts(texts: Sequence[str]) -> list[str]:
+    """The keyword-index text of each text, computed off the event loop when they are long."""
+    if sum(len(text) for text in texts) > OFFLOAD_CHARS:
+        return await asyncio.to_thread(lambda: [keyword_text(text) for text in texts])
+    return [keyword_text(text) for text in texts]

@@ -7,7 +7,6 @@ every value is a bound parameter and keyword queries are rebuilt from :func:`ind
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import logging
@@ -24,7 +23,7 @@ from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, OutboxOp, Record, RecordStore, batches
 from llama_index_memory_hierarchy.stores.record_sql.database import SQLDatabase
 from llama_index_memory_hierarchy.stores.record_sql.rows import (
-    OFFLOAD_CHARS,
+    akeyword_texts,
     build_rows,
     canonical_json,
     content_hash,
@@ -35,7 +34,7 @@ from llama_index_memory_hierarchy.stores.record_sql.rows import (
     validate_space,
 )
 from llama_index_memory_hierarchy.stores.schema import index_outbox, memories, user_scoped_tables
-from llama_index_memory_hierarchy.text import index_terms, keyword_scope, keyword_text
+from llama_index_memory_hierarchy.text import index_terms, keyword_scope
 from llama_index_memory_hierarchy.types import (
     MemoryFilter,
     MemoryType,
@@ -174,11 +173,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
         if content is not None:
             values["content"] = validate_content(content)
             values["content_hash"] = content_hash(values["content"])
-            values["keyword"] = (
-                await asyncio.to_thread(keyword_text, values["content"])
-                if len(values["content"]) > OFFLOAD_CHARS
-                else keyword_text(values["content"])
-            )
+            [values["keyword"]] = await akeyword_texts([values["content"]])
         if importance is not None:
             values["importance"] = validate_importance(importance)
         if metadata is not None:
@@ -235,10 +230,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
         }
         if not wanted:
             return 0
-        if sum(len(text) for text in wanted.values()) > OFFLOAD_CHARS:
-            keywords = await asyncio.to_thread(lambda: {i: keyword_text(t) for i, t in wanted.items()})
-        else:
-            keywords = {i: keyword_text(t) for i, t in wanted.items()}
+        keywords = dict(zip(wanted, await akeyword_texts(list(wanted.values())), strict=True))
 
         async def work(conn: AsyncConnection) -> int:
             found = 0
