@@ -24,7 +24,6 @@ from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.embeddings import EmbeddingService
 from llama_index_memory_hierarchy.language import ANALYZER_VERSION, keyword_text
 from llama_index_memory_hierarchy.lifecycle.erasure import aresume_erasures
-from llama_index_memory_hierarchy.ranking.pipeline import format_turn
 from llama_index_memory_hierarchy.runtime import get_runtime
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, VectorIndex
 from llama_index_memory_hierarchy.stores.context import StoreContext
@@ -50,8 +49,7 @@ from llama_index_memory_hierarchy.stores.record_sql.rows import embedding_bytes
 from llama_index_memory_hierarchy.stores.schema import memories
 from llama_index_memory_hierarchy.stores.vector import open_vector_index
 from llama_index_memory_hierarchy.stores.vector.edge import EdgeVectorIndex
-from llama_index_memory_hierarchy.tiers.episodic import keyword_documents
-from llama_index_memory_hierarchy.tiers.stored import speaker_of
+from llama_index_memory_hierarchy.tiers.episodic import embedded_turn, keyword_documents
 from llama_index_memory_hierarchy.tiers.tierset import TierSet
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
 
@@ -176,7 +174,7 @@ async def _areembed(config: MemoryConfig, records: SQLRecordStore, report: Rebui
             if not rows:
                 break
             texts = [
-                format_turn(content, speaker_of(MemoryItem.model_construct(metadata=json.loads(meta or "{}"))))
+                embedded_turn(MemoryItem.model_construct(content=content, metadata=json.loads(meta or "{}")))
                 if memory_type == MemoryType.EPISODIC.value
                 else content
                 for _, memory_type, content, meta in rows

@@ -47,14 +47,20 @@ def keyword_documents(items: Sequence[MemoryItem], previous: Sequence[str] = ())
     return documents
 
 
+def embedded_turn(item: MemoryItem) -> str:
+    """What an episodic memory is embedded as: ``"speaker: text"`` (``docs/benchmarks.md``: the speaker
+    disambiguates). Writes, edits and ``lmh reindex`` (moving a store to another model) all embed this."""
+    return format_turn(item.content, speaker_of(item))
+
+
 class EpisodicMemory(StoredTier):
     """What happened, when: turns and events, time-ordered, per user and session."""
 
     memory_type = MemoryType.EPISODIC
 
     def embedded_text(self, item: MemoryItem) -> str:
-        """A turn is embedded as ``"speaker: text"`` (``docs/benchmarks.md``: the speaker disambiguates)."""
-        return format_turn(item.content, speaker_of(item))
+        """See :func:`embedded_turn`."""
+        return embedded_turn(item)
 
     async def abuild_records(
         self, items: Sequence[MemoryItem], *, embeddings: Sequence[np.ndarray] | None = None
@@ -66,9 +72,11 @@ class EpisodicMemory(StoredTier):
             embeddings = list(await self.context.embeddings.aembed_texts([self.embedded_text(i) for i in items]))
         space = await self.context.aspace()
         history = await self._arecent_turns({item.session_id for item in items if item.session_id})
+        by_session: dict[str | None, list[int]] = {}
+        for n, item in enumerate(items):
+            by_session.setdefault(item.session_id, []).append(n)
         documents: dict[int, str] = {}
-        for session in dict.fromkeys(item.session_id for item in items):
-            batch = [n for n, item in enumerate(items) if item.session_id == session]
+        for session, batch in by_session.items():
             texts = keyword_documents([items[n] for n in batch], previous=history.get(session, ()))
             documents.update(zip(batch, texts, strict=True))
         return [
