@@ -188,6 +188,11 @@ def statements(text: str) -> str:
     return " ".join(s for s in split_sentences(text) if not _QUESTION_END.search(s))
 
 
+def asks(text: str) -> bool:
+    """Whether ``text`` asks a question (one of its sentences is one): the turn after it may be the answer."""
+    return any(_QUESTION_END.search(s) for s in split_sentences(text))
+
+
 def index_terms(text: str) -> list[str]:
     """Keyword tokens, stemmed: what the keyword index stores for ``text`` and what its queries search."""
     tokens = keyword_tokens(text)

@@ -140,6 +140,14 @@ def test_statements_are_the_sentences_that_are_not_questions() -> None:
     assert L.statements("你喜欢哪种菜系呢？") == ""
 
 
+def test_a_text_asks_when_one_of_its_sentences_is_a_question() -> None:
+    assert L.asks("Congrats on the promotion! How did you feel?")
+    assert L.asks("这部电影的主题是什么呢？")
+    assert L.asks("Really?\nTell me more.")
+    assert not L.asks("I got promoted. It feels great!")
+    assert not L.asks("我喜欢巴赫。")
+
+
 def test_a_latin_name_against_han_characters_is_a_word_of_its_own() -> None:
     assert L.mentioned_names("Bob周末喜欢做什么运动？", ["Bob", "Ann"]) == {"Bob"}
     assert L.named_chat_party("you觉得呢") == "assistant"

@@ -140,6 +140,11 @@ def contextual_text(
 CONTEXT_TURN_CHARS = 1_000
 
 
+def context_line(turn: str) -> str:
+    """A neighbouring turn (formatted by :func:`format_turn`) as a turn's keyword document holds it."""
+    return turn[:CONTEXT_TURN_CHARS]
+
+
 def keyword_document(
     text: str,
     *,
@@ -155,11 +160,7 @@ def keyword_document(
     turns and none after, so a turn's document is final when it is written. Each neighbour
     contributes at most :data:`CONTEXT_TURN_CHARS` characters.
     """
-    lines = [
-        *(turn[:CONTEXT_TURN_CHARS] for turn in previous),
-        format_turn(text, speaker),
-        *(turn[:CONTEXT_TURN_CHARS] for turn in following),
-    ]
+    lines = [*map(context_line, previous), format_turn(text, speaker), *map(context_line, following)]
     return format_turn("\n".join(lines), None, when)
 
 

@@ -12,7 +12,8 @@
    ``relevance = (keyword + dense) * (1 + entity + time + graph)``, where dense is the cosine of
    the candidate's stored vector on the model's calibrated scale (``calibration.py``: 0 for
    unrelated texts whatever the model and languages), keyword its BM25 over the best keyword hit
-   (half of it earned by the query's rare terms in what the memory's own text states, :data:`CONTEXT_SHARE`),
+   (half of it earned by the query's rare terms in what the memory's own text states, :data:`CONTEXT_SHARE`,
+   a reply owning the words of the question it answers),
    entity/time the priors the question carries (``ranking.pipeline``; a person it names, by name or, for the
    two parties of a chat, as "my"/"我" or "you"/"你"), graph ``1/hop`` for a fact the graph
    reaches; then ``score = tier_evidence * (w_rel * relevance / best + w_rec * recency +
@@ -34,7 +35,7 @@ import asyncio
 import functools
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -44,12 +45,14 @@ from llama_index_memory_hierarchy.calibration import SimilarityCalibration, acal
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
-from llama_index_memory_hierarchy.language import named_chat_party, query_stopwords, statements
+from llama_index_memory_hierarchy.language import asks, named_chat_party, query_stopwords, statements
 from llama_index_memory_hierarchy.ranking.fusion import recency
 from llama_index_memory_hierarchy.ranking.pipeline import (
     DEFAULT_RECIPE,
+    context_line,
     entity_boost,
     extract_time_hints,
+    format_turn,
     has_temporal_intent,
     has_time_expression,
     keyword_terms,
@@ -68,10 +71,10 @@ from llama_index_memory_hierarchy.ranking.selection import (
 from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
 from llama_index_memory_hierarchy.stores.context import StoreContext
-from llama_index_memory_hierarchy.text import index_terms, keyword_tokens
+from llama_index_memory_hierarchy.text import index_terms, keyword_text, keyword_tokens
 from llama_index_memory_hierarchy.tiers.perceptual import PerceptualMemory
 from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory
-from llama_index_memory_hierarchy.tiers.stored import chat_party_of
+from llama_index_memory_hierarchy.tiers.stored import chat_party_of, in_conversation, speaker_of
 from llama_index_memory_hierarchy.tiers.tierset import TierSet
 from llama_index_memory_hierarchy.tiers.working import WorkingMemory
 from llama_index_memory_hierarchy.types import (
@@ -146,6 +149,7 @@ HISTORY_FACTOR = 0.5
 class _Candidate:
     item: MemoryItem
     vector: np.ndarray | None = None
+    indexed: str = ""  # the terms its keyword index holds, its context included
     dense: float = 0.0
     keyword: float = 0.0
     cross_modal: float = 0.0
@@ -186,6 +190,47 @@ def _own_terms(content: str) -> frozenset[str]:
     return frozenset(index_terms(statements(content)))
 
 
+@functools.lru_cache(maxsize=8192)
+def _terms(content: str) -> frozenset[str]:
+    return frozenset(index_terms(content))
+
+
+@functools.lru_cache(maxsize=8192)
+def _as_context(content: str, speaker: str) -> str:
+    """A turn's terms as the keyword text of the turns after it holds them, padded by spaces to match whole terms."""
+    return f" {keyword_text(context_line(format_turn(content, speaker)))} "
+
+
+def _answered_terms(candidates: Iterable[_Candidate]) -> dict[str, frozenset[str]]:
+    """The words each candidate turn owns as the answer to a question the other party asked just before it.
+
+    A turn's own keyword credit leaves out the context its keyword text holds (:data:`CONTEXT_SHARE`), yet
+    the reply to "Congrats on the promotion! How did it feel?" answers that question without ever saying
+    "promotion": question and answer are one exchange. So a turn owns the words of a question by another
+    speaker of its session when both are candidates and its keyword text holds that question (as one of
+    the turns before it, ``tiers.episodic.keyword_documents``: turns that share their time have no other order).
+    """
+    sessions: dict[str, list[_Candidate]] = {}
+    for cand in candidates:
+        item = cand.item
+        if item.memory_type is MemoryType.EPISODIC and item.session_id and in_conversation(item) and speaker_of(item):
+            sessions.setdefault(item.session_id, []).append(cand)
+    answered: dict[str, frozenset[str]] = {}
+    for turns in sessions.values():
+        questions = [c.item for c in turns if asks(c.item.content)]
+        for cand in turns if questions else ():
+            item, indexed = cand.item, f" {cand.indexed} "
+            for asked in questions:
+                asker = speaker_of(asked)
+                if (
+                    asker != speaker_of(item)
+                    and asked.timestamp <= item.timestamp
+                    and _as_context(asked.content, asker) in indexed
+                ):
+                    answered[item.id] = answered.get(item.id, frozenset()) | _terms(asked.content)
+    return answered
+
+
 def _term_weights(terms: set[str], texts: Sequence[frozenset[str]]) -> dict[str, float]:
     """Each query term's inverse document frequency among the candidates' own texts (rare terms weigh more)."""
     n = len(texts)
@@ -196,11 +241,6 @@ def _sources(item: MemoryItem) -> frozenset[str]:
     """The ids a derived memory (a fact, a summary) cites as its sources."""
     sources = item.metadata.get("source_ids")
     return frozenset(s for s in sources if isinstance(s, str)) if isinstance(sources, list) else frozenset()
-
-
-def _speaker(item: MemoryItem) -> str | None:
-    speaker = item.metadata.get("speaker") or item.metadata.get("role")
-    return speaker if isinstance(speaker, str) else None
 
 
 class CrossTierSearch(RuntimeBound):
@@ -317,14 +357,14 @@ class CrossTierSearch(RuntimeBound):
         found: dict[str, _Candidate] = {}
         if pool:
             space = await context.aspace()
-            for record in await context.records.get(user, pool, with_embeddings=True):
+            for record in await context.records.get(user, pool, with_embeddings=True, with_keywords=True):
                 item = record.item
                 if record.namespace != MEMORY_NAMESPACE or item.memory_type not in durable or not matches(item, flt):
                     continue
                 if item.memory_type is MemoryType.SEMANTIC and not include_history and item.metadata.get("invalid_at"):
                     continue
                 usable = record.embedding is not None and record.space in (None, space)
-                found[item.id] = _Candidate(item, record.embedding if usable else None)
+                found[item.id] = _Candidate(item, record.embedding if usable else None, record.keyword or "")
         for item, item_vector in working:
             if item.id not in found:
                 found[item.id] = _Candidate(item, item_vector)
@@ -337,10 +377,12 @@ class CrossTierSearch(RuntimeBound):
         hits = {i: s for i, s in keyword if i in found}
         top = max(hits.values(), default=0.0)
         terms = set(index_terms(" ".join(keyword_terms(query))))
-        weights = _term_weights(terms, [_own_terms(c.item.content) for c in found.values()])
+        answered = _answered_terms(found.values())
+        mine = {i: _own_terms(c.item.content) | answered.get(i, frozenset()) for i, c in found.items()}
+        weights = _term_weights(terms, list(mine.values()))
         total = sum(weights.values())
         for memory_id, cand in found.items():
-            own = sum(weights[t] for t in terms & _own_terms(cand.item.content)) / total if total else 1.0
+            own = sum(weights[t] for t in terms & mine[memory_id]) / total if total else 1.0
             if memory_id in hits:
                 share = CONTEXT_SHARE + (1.0 - CONTEXT_SHARE) * own  # see CONTEXT_SHARE
                 cand.keyword = max(hits[memory_id], 0.0) / top * share if top > 0 else 0.0
@@ -384,7 +426,7 @@ class CrossTierSearch(RuntimeBound):
         weights = DEFAULT_RECIPE.rerank
         graph_weight = weights.entity * self._graph_weight()
         now = utcnow()
-        names = {s for c in candidates if (s := _speaker(c.item))}
+        names = {s for c in candidates if (s := speaker_of(c.item))}
         named = mentioned_names(query, names) if names else set()
         party = named_chat_party(query)  # "my"/"我" or "you"/"你": that party weighs as a speaker the query names
         hints = extract_time_hints(query, now)
@@ -403,7 +445,7 @@ class CrossTierSearch(RuntimeBound):
             base = w_kw * cand.keyword + w_dense * (cand.dense + cand.cross_modal)
             entity = (
                 weights.entity
-                * entity_boost(_speaker(item), item.content, named, party=chat_party_of(item), named_party=party)
+                * entity_boost(speaker_of(item), item.content, named, party=chat_party_of(item), named_party=party)
                 if named or party
                 else 0.0
             )

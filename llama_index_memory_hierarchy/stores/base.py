@@ -44,7 +44,9 @@ class Record:
     namespace: str = MEMORY_NAMESPACE
     embedding: np.ndarray | None = None  # float32, shape (dim,)
     space: str | None = None  # vector space (embedding model + dim) the embedding belongs to
-    keyword: str | None = None  # text to keyword-index instead of the content (e.g. with context)
+    #: Written: the text to keyword-index instead of the content (e.g. with context). Read back
+    #: (``RecordStore.get(..., with_keywords=True)``): the analysed terms the index holds, space-separated.
+    keyword: str | None = None
 
 
 @dataclass
@@ -93,8 +95,13 @@ class RecordStore(ABC):
         """
 
     @abstractmethod
-    async def get(self, user_id: str, ids: Sequence[str], *, with_embeddings: bool = False) -> list[Record]:
-        """Records of this user with these ids (others' ids are simply absent), in the given order."""
+    async def get(
+        self, user_id: str, ids: Sequence[str], *, with_embeddings: bool = False, with_keywords: bool = False
+    ) -> list[Record]:
+        """Records of this user with these ids (others' ids are simply absent), in the given order.
+
+        ``with_keywords``: each record's ``keyword`` is the terms its keyword index holds (its context included).
+        """
 
     @abstractmethod
     async def update(

@@ -254,6 +254,28 @@ def test_a_question_naming_one_party_of_the_chat_ranks_that_partys_words_first(
         assert ranked[0].explanation.get("entity", 0.0) > 0, question
 
 
+def test_the_answer_to_a_question_owns_its_words(make_memory) -> None:
+    """John's reply never says "doctor": the question before it does. Question and answer are one exchange, so the
+    reply earns the question's words in full (more keyword credit than the question, which asserts nothing), not
+    at the half a turn's context earns."""
+    memory = make_memory(user_id="maria", session_id="visits")
+    question, answer = (
+        "What did the doctor say about your knee?",
+        "A mild sprain: two weeks of rest, then physiotherapy.",
+    )
+    memory.episodic.add_many(
+        [
+            MemoryItem(content=question, session_id="s1", metadata={"speaker": "Maria"}),
+            MemoryItem(content=answer, session_id="s1", metadata={"speaker": "John"}),
+            MemoryItem(content="I recently bought new running shoes.", session_id="s2", metadata={"speaker": "John"}),
+            MemoryItem(content="Nice, which brand?", session_id="s2", metadata={"speaker": "Maria"}),
+        ]
+    )
+    ranked = {item.content: item for item in memory.search("What did the doctor recently say?", limit=4)}
+    assert ranked[answer].explanation["keyword"] > ranked[question].explanation["keyword"]
+    assert ranked[answer].score > ranked["I recently bought new running shoes."].score
+
+
 def test_a_question_that_echoes_the_query_asserts_nothing(make_memory) -> None:
     """The turn asking "你周末一般喜欢做什么运动？" holds every word of the later question about it and answers
     none of it: its own keyword credit comes from what it states (nothing), and the answer after it ranks first."""

@@ -482,6 +482,23 @@ async def test_set_keywords_replaces_what_the_index_holds_for_that_user_only(sto
             await store.set_keywords("alice", texts)
 
 
+async def test_get_with_keywords_reads_the_terms_the_index_holds(store: SQLRecordStore) -> None:
+    """What the search reads to tell a turn's own words from its context's: the analysed keyword text."""
+    [turn] = await store.insert(
+        [
+            Record(
+                item=MemoryItem.create(content="Sure, I walked", user_id="alice"),
+                keyword="Ann: Did you walk the dogs?\nSure, I walked",
+            )
+        ]
+    )
+    [indexed] = await store.get("alice", [turn], with_keywords=True)
+    assert indexed.keyword == "ann did you walk the dog sure i walk"
+    [plain] = await store.get("alice", [turn], with_embeddings=True)
+    assert plain.keyword is None  # only when asked
+    assert await store.get("bob", [turn], with_keywords=True) == []
+
+
 async def test_touch(store: SQLRecordStore) -> None:
     ids = await store.insert([rec("one"), rec("two")])
     before = datetime.now(UTC) - timedelta(seconds=1)

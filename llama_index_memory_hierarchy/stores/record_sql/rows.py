@@ -92,8 +92,9 @@ def validate_ids(ids: Sequence[str] | str, field: str = "ids") -> list[str]:
     return list(dict.fromkeys(validate_memory_id(i, field) for i in ids))
 
 
-def row_to_record(row: Any, with_embedding: bool) -> Record:
-    """A ``memories`` row (mapping) as a :class:`Record` with a UTC-aware :class:`MemoryItem`."""
+def row_to_record(row: Any, with_embedding: bool, with_keyword: bool = False) -> Record:
+    """A ``memories`` row (mapping) as a :class:`Record` with a UTC-aware :class:`MemoryItem` (and, ``with_keyword``,
+    the terms its keyword index holds)."""
     item = MemoryItem.model_construct(
         id=row["id"],
         content=row["content"],
@@ -110,7 +111,13 @@ def row_to_record(row: Any, with_embedding: bool) -> Record:
         score=None,
     )
     embedding = _decode_embedding(row["embedding"]) if with_embedding else None
-    return Record(item=item, namespace=row["namespace"], embedding=embedding, space=row["space"])
+    return Record(
+        item=item,
+        namespace=row["namespace"],
+        embedding=embedding,
+        space=row["space"],
+        keyword=row["keyword"] if with_keyword else None,
+    )
 
 
 def filter_conditions(

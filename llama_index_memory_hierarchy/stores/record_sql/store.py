@@ -377,34 +377,44 @@ class SQLRecordStore(SQLDatabase, RecordStore):
             user_id, namespace, memory_type, filters, metadata_equals=self._strategy.metadata_equals
         )
 
-    def _columns(self, with_embeddings: bool) -> list[Any]:
-        return [*_ITEM_COLUMNS, memories.c.embedding if with_embeddings else sa.null().label("embedding")]
+    def _columns(self, with_embeddings: bool, with_keywords: bool = False) -> list[Any]:
+        return [
+            *_ITEM_COLUMNS,
+            memories.c.embedding if with_embeddings else sa.null().label("embedding"),
+            memories.c.keyword if with_keywords else sa.null().label("keyword"),
+        ]
 
     @functools.cached_property
-    def _lookups(self) -> dict[bool, sa.Select[Any]]:
-        """One user's records by a list of ids (``owner``, ``ids`` bound at execution), by ``with_embeddings``,
-        built once per store: every search fetches its candidates so, and building the expression cost more
-        than running it."""
+    def _lookups(self) -> dict[tuple[bool, bool], sa.Select[Any]]:
+        """One user's records by a list of ids (``owner``, ``ids`` bound at execution), by ``with_embeddings``
+        and ``with_keywords``, built once per store: every search fetches its candidates so, and building the
+        expression cost more than running it."""
         owner = sa.bindparam("owner", type_=sa.String)
         ids = sa.bindparam("ids", expanding=True, type_=sa.String)
         where = (self._strategy.owned_by(owner), memories.c.id.in_(ids))
-        return {embedded: sa.select(*self._columns(embedded)).where(*where) for embedded in (False, True)}
+        return {
+            (embedded, keyed): sa.select(*self._columns(embedded, keyed)).where(*where)
+            for embedded in (False, True)
+            for keyed in (False, True)
+        }
 
-    async def get(self, user_id: str, ids: Sequence[str], *, with_embeddings: bool = False) -> list[Record]:
+    async def get(
+        self, user_id: str, ids: Sequence[str], *, with_embeddings: bool = False, with_keywords: bool = False
+    ) -> list[Record]:
         """This user's records with these ids, in the given order (others' ids are absent)."""
         validate_identifier(user_id, "user_id")
         wanted = validate_ids(ids)
         if not wanted:
             return []
 
-        statement = self._lookups[with_embeddings]
+        statement = self._lookups[with_embeddings, with_keywords]
 
         async def work(conn: AsyncConnection) -> list[Record]:
             found: dict[str, Record] = {}
             for chunk in batches(wanted, CHUNK):
                 result = await conn.execute(statement, {"owner": user_id, "ids": list(chunk)})
                 for row in result.mappings():
-                    found[row["id"]] = row_to_record(row, with_embeddings)
+                    found[row["id"]] = row_to_record(row, with_embeddings, with_keywords)
             return [found[i] for i in wanted if i in found]
 
         return await self.run_transaction(work, write=False, op="get", one_statement=len(wanted) <= CHUNK)
