@@ -85,10 +85,16 @@ def validate_identifier(value: Any, field: str) -> str:
     return value
 
 
+#: A UUID as ``str(uuid.UUID(...))`` writes it: what every stored id is, so the common case needs no parse.
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def validate_memory_id(value: Any, field: str = "memory_id") -> str:
-    """Check a memory id is a canonical UUID string."""
+    """Check a memory id is a UUID string; returns it canonical (lower-case, hyphenated)."""
     if not isinstance(value, str):
         raise MemoryValidationError(field, f"must be a string, got {type(value).__name__}")
+    if _CANONICAL_UUID.fullmatch(value):
+        return value
     try:
         parsed = uuid.UUID(value)
     except ValueError as exc:

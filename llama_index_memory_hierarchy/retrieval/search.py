@@ -69,7 +69,7 @@ from llama_index_memory_hierarchy.ranking.selection import (
     slot_score,
 )
 from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
-from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
+from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, Record
 from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.text import index_terms, keyword_text, keyword_tokens
 from llama_index_memory_hierarchy.tiers.perceptual import PerceptualMemory
@@ -155,6 +155,11 @@ class _Candidate:
     cross_modal: float = 0.0
     graph: float = 0.0
     parts: dict[str, float] = field(default_factory=dict)
+
+    @functools.cached_property
+    def profile(self) -> tuple[frozenset[str], frozenset[str], str, bool, str]:
+        """:func:`_text_profile` of its content."""
+        return _text_profile(self.item.content)
 
 
 def memory_types_of(memory_types: Sequence[MemoryType | str] | MemoryType | str | None) -> list[MemoryType]:
@@ -313,9 +318,10 @@ class CrossTierSearch(RuntimeBound):
     ) -> dict[str, _Candidate]:
         """Every candidate of the requested tiers, by id, with its raw signals.
 
-        The query is embedded while the keyword search, the graph and the encoders of
-        perceptions run (none of them needs the text vector): the model and the record store
-        work on different cores, and the dense search starts as soon as the vector is there.
+        The query is embedded while the keyword search (and the reading of its hits' rows), the
+        graph and the encoders of perceptions run (none of them needs the text vector): the model
+        and the record store work on different cores, and the dense search starts as soon as the
+        vector is there; then only the rows not read yet are.
         """
         memory = self.memory
         context = memory.context
@@ -325,6 +331,16 @@ class CrossTierSearch(RuntimeBound):
         working = memory.working.entries(flt) if MemoryType.WORKING in types else []
         only = durable[0] if len(durable) == 1 else None
 
+        async def rows(ids: Sequence[str]) -> list[Record]:
+            return await context.records.get(user, ids, with_embeddings=True, with_keywords=True) if ids else []
+
+        async def keyword_hits_and_rows() -> tuple[list[tuple[str, float]], list[Record]]:
+            if not durable:
+                return [], []
+            terms = " ".join(keyword_terms(query))
+            hits = await context.records.keyword_search(user, terms, memory_type=only, filters=flt, limit=depth)
+            return hits, await rows([i for i, _ in hits])
+
         async def embedded_and_dense() -> tuple[np.ndarray, list[tuple[str, float]]]:
             vector = await context.embeddings.aembed_query(query)
             if not durable:
@@ -333,31 +349,27 @@ class CrossTierSearch(RuntimeBound):
 
         tasks = [
             asyncio.ensure_future(embedded_and_dense()),
-            asyncio.ensure_future(
-                context.records.keyword_search(
-                    user, " ".join(keyword_terms(query)), memory_type=only, filters=flt, limit=depth
-                )
-                if durable
-                else _nothing()
-            ),
+            asyncio.ensure_future(keyword_hits_and_rows()),
             asyncio.ensure_future(self._agraph(query, depth) if MemoryType.SEMANTIC in durable else _none()),
             asyncio.ensure_future(
                 self._across_modal(query, flt, depth) if MemoryType.PERCEPTUAL in durable else _none()
             ),
         ]
         try:
-            (vector, dense), keyword, hops, cross = await asyncio.gather(*tasks)
+            (vector, dense), (keyword, keyword_rows), hops, cross = await asyncio.gather(*tasks)
         except BaseException:  # the first failure is raised as itself; the other lookups stop
             for task in tasks:
                 task.cancel()
             raise
         pool = list(dict.fromkeys([*(i for i, _ in dense), *(i for i, _ in keyword), *hops, *cross]))
         if MemoryType.EPISODIC in durable:
-            pool += [item.id for item, _ in working if item.id not in set(pool)]  # put turns: the durable copy
+            pool += [item.id for item, _ in working]  # put turns: the durable copy
+        read = {record.item.id for record in keyword_rows}
+        records = [*keyword_rows, *await rows(list(dict.fromkeys(i for i in pool if i not in read)))]
         found: dict[str, _Candidate] = {}
-        if pool:
+        if records:
             space = await context.aspace()
-            for record in await context.records.get(user, pool, with_embeddings=True, with_keywords=True):
+            for record in records:
                 item = record.item
                 if record.namespace != MEMORY_NAMESPACE or item.memory_type not in durable or not matches(item, flt):
                     continue
@@ -377,8 +389,9 @@ class CrossTierSearch(RuntimeBound):
         hits = {i: s for i, s in keyword if i in found}
         top = max(hits.values(), default=0.0)
         terms = set(index_terms(" ".join(keyword_terms(query))))
-        answered = _answered_terms(found.values())
-        mine = {i: _own_terms(c.item.content) | answered.get(i, frozenset()) for i, c in found.items()}
+        mine = {i: _own_terms(c.item.content) for i, c in found.items()}
+        for memory_id, words in _answered_terms(found.values()).items():
+            mine[memory_id] |= words
         weights = _term_weights(terms, list(mine.values()))
         total = sum(weights.values())
         for memory_id, cand in found.items():
@@ -438,10 +451,9 @@ class CrossTierSearch(RuntimeBound):
         asked = group_of(query)
         for cand in candidates:
             item = cand.item
+            profile = cand.profile
             # the cosine on the model's calibrated scale: unrelated texts at 0 whatever the model and languages
-            cand.dense = max(
-                calibration.calibrate(cand.dense, asked, _text_profile(item.content)[4], role="query"), 0.0
-            )
+            cand.dense = max(calibration.calibrate(cand.dense, asked, profile[4], role="query"), 0.0)
             base = w_kw * cand.keyword + w_dense * (cand.dense + cand.cross_modal)
             entity = (
                 weights.entity
@@ -450,7 +462,7 @@ class CrossTierSearch(RuntimeBound):
                 else 0.0
             )
             when = weights.time * time_score(item.timestamp, hints) if hints else 0.0
-            if temporal and _text_profile(item.content)[3]:
+            if temporal and profile[3]:
                 when += weights.temporal
             graph = graph_weight * cand.graph
             cand.parts = {
@@ -483,7 +495,7 @@ class CrossTierSearch(RuntimeBound):
         derived = [c for c in candidates[cut:] if _sources(c.item) & shortlist]
         for cand in [*candidates[:cut], *derived]:
             item, parts = cand.item, cand.parts
-            words, stems, identity, _, group = _text_profile(item.content)
+            words, stems, identity, _, group = cand.profile
             free = is_content_free(words, bool(words & query_words))  # its own words: keyword text has neighbours
             if free:
                 parts["content_free"] = -(1.0 - CONTENT_FREE_FACTOR) * sum(parts.values())
@@ -552,10 +564,6 @@ async def asearch(
 
 async def _none() -> dict[str, Any]:
     return {}
-
-
-async def _nothing() -> list[Any]:
-    return []
 
 
 def explain(item: MemoryItem) -> str:

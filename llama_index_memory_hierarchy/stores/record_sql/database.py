@@ -36,6 +36,7 @@ from llama_index_memory_hierarchy.stores.record_sql.dialects import (
     PostgresFTSStrategy,
     SQLiteFTS5Strategy,
 )
+from llama_index_memory_hierarchy.stores.record_sql.readers import SQLiteReaders
 from llama_index_memory_hierarchy.stores.schema import metadata, schema_info
 
 logger = logging.getLogger(__name__)
@@ -119,6 +120,7 @@ class SQLDatabase:
             Path(database).expanduser().resolve() if backend == "sqlite" and not self._memory_db else None
         )
         self._engine: AsyncEngine | None = None
+        self._readers: SQLiteReaders | None = None
         self._write_lock: asyncio.Lock | None = None
 
     @classmethod
@@ -177,10 +179,15 @@ class SQLDatabase:
             engine, self._engine = self._engine, None
             await engine.dispose()
             raise
+        if self._path is not None:  # a file: its one-statement reads skip the async driver (``readers``)
+            self._readers = SQLiteReaders(self._path, busy_timeout_ms=self._busy_timeout_ms)
         logger.debug("record store %s opened (%s)", self.where, self.dialect)
 
     async def close(self) -> None:
         """Dispose of the connection pool (idempotent)."""
+        readers, self._readers = self._readers, None
+        if readers is not None:
+            await asyncio.to_thread(readers.close)
         engine, self._engine = self._engine, None
         if engine is not None:
             await engine.dispose()
@@ -306,13 +313,17 @@ class SQLDatabase:
         ``one_statement``: ``work`` runs a single statement; on SQLite it runs without
         BEGIN/COMMIT (one statement reads one snapshot, or writes atomically, by itself), which
         saves four of the nine round trips to the driver's thread that such a transaction costs:
-        the searches and access bumps of every query are such statements.
+        the searches and access bumps of every query are such statements. Such a read of a
+        SQLite file runs on a synchronous reader connection in one hop (:mod:`.readers`).
         """
         engine = self.engine
+        readers = self._readers if one_statement and not write else None
         attempt = 0
         while True:
             committing = False
             try:
+                if readers is not None:
+                    return await readers.aread(work)
                 async with self._gate(write), engine.connect() as conn:
                     if one_statement and self._strategy.name == "sqlite":
                         await conn.execution_options(lmh_one_statement=True)

@@ -1,0 +1,103 @@
+"""The SQLite reader connections: one-statement reads of a file in one hop, beside the async writer."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from llama_index_memory_hierarchy.stores.base import Record
+from llama_index_memory_hierarchy.stores.record_sql import SQLRecordStore
+from llama_index_memory_hierarchy.stores.record_sql.readers import complete
+from llama_index_memory_hierarchy.stores.schema import memories
+from llama_index_memory_hierarchy.types import MemoryItem
+
+
+def _record(text: str) -> Record:
+    return Record(item=MemoryItem.create(content=text, user_id="alice"))
+
+
+async def test_a_read_sees_every_write_committed_before_it(tmp_path: Path) -> None:
+    store = SQLRecordStore(f"sqlite+aiosqlite:///{tmp_path / 'memory.db'}")
+    await store.start()
+    try:
+        assert store._readers is not None  # a file: reads go through the readers
+        for n in range(30):
+            [memory_id] = await store.insert([_record(f"note {n} about gardening")])
+            [found] = await store.get("alice", [memory_id])
+            assert found.item.content == f"note {n} about gardening"
+            assert memory_id in [i for i, _ in await store.keyword_search("alice", "gardening", limit=100)]
+            assert await store.count("alice") == n + 1
+        deleted = await store.delete("alice", [memory_id])
+        assert deleted == [memory_id] and await store.get("alice", [memory_id]) == []
+    finally:
+        await store.close()
+
+
+async def test_reads_and_writes_at_once_see_whole_writes(tmp_path: Path) -> None:
+    """A batch insert is one transaction: a reader running beside it sees all of it or none."""
+    store = SQLRecordStore(f"sqlite+aiosqlite:///{tmp_path / 'memory.db'}")
+    await store.start()
+    try:
+
+        async def write() -> None:
+            for n in range(20):
+                await store.insert([_record(f"batch {n} item {i}") for i in range(10)])
+
+        async def read() -> list[int]:
+            seen = []
+            for _ in range(60):
+                seen.append(await store.count("alice"))
+                await asyncio.sleep(0)
+            return seen
+
+        _, seen = await asyncio.gather(write(), read())
+        assert all(count % 10 == 0 for count in seen), seen
+        assert await store.count("alice") == 200
+    finally:
+        await store.close()
+
+
+async def test_a_reader_cannot_write(tmp_path: Path) -> None:
+    store = SQLRecordStore(f"sqlite+aiosqlite:///{tmp_path / 'memory.db'}")
+    await store.start()
+    try:
+        assert store._readers is not None
+
+        async def write(conn) -> None:  # type: ignore[no-untyped-def]
+            await conn.execute(sa.delete(memories))
+
+        with pytest.raises(sa.exc.OperationalError, match="readonly"):
+            await store._readers.aread(write)
+    finally:
+        await store.close()
+
+
+def test_a_read_that_suspends_is_refused() -> None:
+    async def suspends() -> None:
+        await asyncio.sleep(0)
+
+    with pytest.raises(RuntimeError, match="suspended"):
+        complete(suspends())
+
+
+async def test_closing_the_store_stops_its_reader_threads(tmp_path: Path) -> None:
+    store = SQLRecordStore(f"sqlite+aiosqlite:///{tmp_path / 'memory.db'}")
+    await store.start()
+    await store.get("alice", [(await store.insert([_record("hello")]))[0]])
+    await store.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("lmh-sqlite-read")]
+
+
+async def test_an_in_memory_database_reads_through_its_one_connection() -> None:
+    store = SQLRecordStore("sqlite+aiosqlite:///:memory:")
+    await store.start()
+    try:
+        assert store._readers is None  # another connection would open another, empty database
+        [memory_id] = await store.insert([_record("kept in memory")])
+        assert (await store.get("alice", [memory_id]))[0].item.content == "kept in memory"
+    finally:
+        await store.close()
