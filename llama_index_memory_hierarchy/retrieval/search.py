@@ -32,6 +32,7 @@ bumps of a search (``stores.access``) are written in the background and read by 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import functools
 import logging
 import math
@@ -201,6 +202,11 @@ def _terms(content: str) -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=8192)
+def _asks(content: str) -> bool:
+    return asks(content)
+
+
+@functools.lru_cache(maxsize=8192)
 def _as_context(content: str, speaker: str) -> str:
     """A turn's terms as the keyword text of the turns after it holds them, padded by spaces to match whole terms."""
     return f" {keyword_text(context_line(format_turn(content, speaker)))} "
@@ -221,17 +227,23 @@ def _answered_terms(candidates: Iterable[_Candidate]) -> dict[str, frozenset[str
         if item.memory_type is MemoryType.EPISODIC and item.session_id and in_conversation(item) and speaker_of(item):
             sessions.setdefault(item.session_id, []).append(cand)
     answered: dict[str, frozenset[str]] = {}
+    window = DEFAULT_RECIPE.context_before
     for turns in sessions.values():
-        questions = [c.item for c in turns if asks(c.item.content)]
-        for cand in turns if questions else ():
+        if not any(_asks(c.item.content) for c in turns):
+            continue
+        turns.sort(key=lambda c: c.item.timestamp)
+        times = [c.item.timestamp for c in turns]
+        for cand in turns:
             item, indexed = cand.item, f" {cand.indexed} "
-            for asked in questions:
+            # A question in its keyword text has at most ``window`` - 1 turns between them, so at most that
+            # many candidates with a time between theirs; turns that share a time may stand in any order.
+            first = bisect.bisect_left(times, item.timestamp)
+            low = bisect.bisect_left(times, times[max(first - window, 0)])
+            high = bisect.bisect_right(times, item.timestamp)
+            for other in turns[low:high]:
+                asked = other.item
                 asker = speaker_of(asked)
-                if (
-                    asker != speaker_of(item)
-                    and asked.timestamp <= item.timestamp
-                    and _as_context(asked.content, asker) in indexed
-                ):
+                if asker != speaker_of(item) and _asks(asked.content) and _as_context(asked.content, asker) in indexed:
                     answered[item.id] = answered.get(item.id, frozenset()) | _terms(asked.content)
     return answered
 

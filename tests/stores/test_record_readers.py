@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -20,60 +21,55 @@ def _record(text: str) -> Record:
     return Record(item=MemoryItem.create(content=text, user_id="alice"))
 
 
-async def test_a_read_sees_every_write_committed_before_it(tmp_path: Path) -> None:
-    store = SQLRecordStore(f"sqlite+aiosqlite:///{tmp_path / 'memory.db'}")
-    await store.start()
-    try:
-        assert store._readers is not None  # a file: reads go through the readers
-        for n in range(30):
-            [memory_id] = await store.insert([_record(f"note {n} about gardening")])
-            [found] = await store.get("alice", [memory_id])
-            assert found.item.content == f"note {n} about gardening"
-            assert memory_id in [i for i, _ in await store.keyword_search("alice", "gardening", limit=100)]
-            assert await store.count("alice") == n + 1
-        deleted = await store.delete("alice", [memory_id])
-        assert deleted == [memory_id] and await store.get("alice", [memory_id]) == []
-    finally:
-        await store.close()
-
-
-async def test_reads_and_writes_at_once_see_whole_writes(tmp_path: Path) -> None:
-    """A batch insert is one transaction: a reader running beside it sees all of it or none."""
-    store = SQLRecordStore(f"sqlite+aiosqlite:///{tmp_path / 'memory.db'}")
-    await store.start()
-    try:
-
-        async def write() -> None:
-            for n in range(20):
-                await store.insert([_record(f"batch {n} item {i}") for i in range(10)])
-
-        async def read() -> list[int]:
-            seen = []
-            for _ in range(60):
-                seen.append(await store.count("alice"))
-                await asyncio.sleep(0)
-            return seen
-
-        _, seen = await asyncio.gather(write(), read())
-        assert all(count % 10 == 0 for count in seen), seen
-        assert await store.count("alice") == 200
-    finally:
-        await store.close()
-
-
-async def test_a_reader_cannot_write(tmp_path: Path) -> None:
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLRecordStore]:
+    """A started store on a file, whose reads go through the readers."""
     store = SQLRecordStore(f"sqlite+aiosqlite:///{tmp_path / 'memory.db'}")
     await store.start()
     try:
         assert store._readers is not None
-
-        async def write(conn) -> None:  # type: ignore[no-untyped-def]
-            await conn.execute(sa.delete(memories))
-
-        with pytest.raises(sa.exc.OperationalError, match="readonly"):
-            await store._readers.aread(write)
+        yield store
     finally:
         await store.close()
+
+
+async def test_a_read_sees_every_write_committed_before_it(store: SQLRecordStore) -> None:
+    for n in range(30):
+        [memory_id] = await store.insert([_record(f"note {n} about gardening")])
+        [found] = await store.get("alice", [memory_id])
+        assert found.item.content == f"note {n} about gardening"
+        assert memory_id in [i for i, _ in await store.keyword_search("alice", "gardening", limit=100)]
+        assert await store.count("alice") == n + 1
+    deleted = await store.delete("alice", [memory_id])
+    assert deleted == [memory_id] and await store.get("alice", [memory_id]) == []
+
+
+async def test_reads_and_writes_at_once_see_whole_writes(store: SQLRecordStore) -> None:
+    """A batch insert is one transaction: a reader running beside it sees all of it or none."""
+
+    async def write() -> None:
+        for n in range(20):
+            await store.insert([_record(f"batch {n} item {i}") for i in range(10)])
+
+    async def read() -> list[int]:
+        seen = []
+        for _ in range(60):
+            seen.append(await store.count("alice"))
+            await asyncio.sleep(0)
+        return seen
+
+    _, seen = await asyncio.gather(write(), read())
+    assert all(count % 10 == 0 for count in seen), seen
+    assert await store.count("alice") == 200
+
+
+async def test_a_reader_cannot_write(store: SQLRecordStore) -> None:
+    async def write(conn) -> None:  # type: ignore[no-untyped-def]
+        await conn.execute(sa.delete(memories))
+
+    assert store._readers is not None
+    with pytest.raises(sa.exc.OperationalError, match="readonly"):
+        await store._readers.aread(write)
 
 
 def test_a_read_that_suspends_is_refused() -> None:
