@@ -623,23 +623,37 @@ def mentioned_names(query: str, names: Iterable[str]) -> set[str]:
 
 #: Singular pronouns of the two parties of a chat: the asker (the user) and the one asked (the assistant).
 #: Plurals ("we", "我们", "你们") name more than one party.
-_PARTY_WORDS = {
-    "user": (frozenset({"i", "me", "my", "mine", "myself"}), re.compile(r"我(?!们)")),
-    "assistant": (frozenset({"you", "your", "yours", "yourself"}), re.compile(r"[你您](?!们)")),
+_PARTY_PRONOUNS = {
+    "user": re.compile(r"\b(?:i|me|my|mine|myself)\b|我(?!们)", re.IGNORECASE),
+    "assistant": re.compile(r"\b(?:you|your|yours|yourself)\b|[你您](?!们)", re.IGNORECASE),
 }
+#: A request to recall ("do you remember ...", "你还记得...吗"): it asks the assistant about what follows, so its
+#: "you" is not the party the question is about.
+_RECALL_REQUEST = re.compile(
+    r"\b(?:do|did|can|could|would)?\s*you\s+(?:still\s+)?(?:remember|recall|know)\b|[你您](?:还|是否|可)?(?:记得|记不记得|知道)",
+    re.IGNORECASE,
+)
+#: Where a question's clauses end: its sentences' ends and commas, semicolons and colons.
+_CLAUSE_END = re.compile(r"(?<=[.!?。！？,，;；:：])\s*|\n+")
 
 
 def named_chat_party(query: str) -> Literal["user", "assistant"] | None:
-    """The one party of a chat that ``query`` names by pronoun: ``"user"`` for "my"/"I"/"我",
-    ``"assistant"`` for "you"/"你"; None when it names both ("what did you recommend to me?") or neither.
+    """The party of a chat that ``query`` is about, by pronoun: ``"user"`` for "my"/"I"/"我", ``"assistant"``
+    for "you"/"你"; None when it names neither (or only both at once: "we", "我们").
 
-    Why: the pronouns of a question put to an assistant name people as names do. A question about
-    its asker alone ("我最喜欢什么歌？") is answered by the user's own words before the assistant's
-    replies, which often only echo the question; one about the assistant alone by what it said.
+    Why: the pronouns of a question put to an assistant name people as names do. A question about its asker
+    ("我最喜欢他的什么歌？") is answered by the user's own words before the assistant's replies, which often
+    only echo the question; one about the assistant by what it said. A question naming both is about its
+    subject, the first party of the last clause that names one ("What did you recommend to me?": the
+    assistant; "I mentioned a museum. Do you remember what I saw?": the user, a request to recall set aside).
     """
-    words = set(_words(query))
-    named = [party for party, (english, han) in _PARTY_WORDS.items() if words & english or han.search(query)]
-    return named[0] if len(named) == 1 else None  # type: ignore[return-value]
+    folded = _SCRIPT_BOUNDARY.sub(" ", query.casefold())
+    for clause in reversed(_CLAUSE_END.split(folded)):
+        clause = _RECALL_REQUEST.sub(" ", clause)
+        first = [(m.start(), party) for party, pattern in _PARTY_PRONOUNS.items() if (m := pattern.search(clause))]
+        if first:
+            return min(first)[1]  # type: ignore[return-value]
+    return None
 
 
 @lru_cache(maxsize=1)

@@ -121,15 +121,22 @@ def test_names_in_chinese_and_english() -> None:
         ("我最喜欢他的什么歌？", "user"),
         ("Which books did you recommend?", "assistant"),
         ("您建议去哪里徒步？", "assistant"),
-        ("What did you recommend to me?", None),  # both parties
-        ("你给我推荐了什么？", None),
+        # both parties: the subject of the last clause naming one, a request to recall set aside
+        ("What did you recommend to me?", "assistant"),
+        ("你给我推荐了什么？", "assistant"),
+        ("我曾经和你分享过一部电影，它的名字是？", "user"),
+        ("On May 4th, I asked you about a gift. What did you recommend to me?", "assistant"),
+        ("I mentioned a museum. Do you remember what exhibition I saw?", "user"),
+        ("你还记得我当时看了什么展览吗？", "user"),
+        ("你曾经和我推荐了很多书籍，你还记得有哪些吗？", "assistant"),
+        ("Do you remember our trip?", None),
         ("What topics did we talk about?", None),  # plurals name more than one party
         ("我们聊了哪些话题？", None),
         ("你们那里冷吗？", None),
         ("Where does Alice live?", None),
     ],
 )
-def test_named_chat_party_is_the_one_party_a_question_names_by_pronoun(question: str, party: str | None) -> None:
+def test_named_chat_party_is_the_party_a_question_is_about_by_pronoun(question: str, party: str | None) -> None:
     assert L.named_chat_party(question) == party
 
 
