@@ -375,4 +375,8 @@ def test_a_question_naming_one_chat_party_boosts_that_partys_turns_as_a_named_sp
     fused = [("echo", 1.0), ("answer", 0.9), ("note", 0.9)]
     ranked = dict(rerank("Which cuisines do I like?", fused, candidates))
     assert ranked == pytest.approx({"echo": 1.0, "answer": 0.9 * 1.3, "note": 0.9})
-    assert dict(rerank("Which cuisines did you list for me?", fused, candidates)) == dict(fused)  # both named
+    # both named: the subject of the question, here the assistant
+    assert dict(rerank("Which cuisines did you list for me?", fused, candidates)) == pytest.approx(
+        {"echo": 1.0 * 1.3, "answer": 0.9, "note": 0.9}
+    )
+    assert dict(rerank("Which cuisines did we talk about?", fused, candidates)) == dict(fused)  # both at once
