@@ -180,12 +180,39 @@ def split_sentences(text: str) -> list[str]:
 
 
 def statements(text: str) -> str:
-    """The sentences of ``text`` that are not questions, joined by spaces.
+    """What ``text`` states: its sentences that are not questions, and the clauses of a question in which
+    its speaker first speaks of itself, joined by spaces.
 
     Why: a question asserts nothing. "Which cuisines do you like?" holds every word of the later
-    question "which cuisines do I like?" and answers none of it; the turn after it does.
+    question "which cuisines do I like?" and answers none of it; the turn after it does. Yet
+    "我很喜欢打羽毛球，你也喜欢运动吗？" states what its speaker likes before it asks.
     """
-    return " ".join(s for s in split_sentences(text) if not _QUESTION_END.search(s))
+    return " ".join(clause for clause, asking, _ in _clauses(text) if not asking)
+
+
+def without_self_statements(text: str) -> str:
+    """``text`` without the clauses in which its speaker speaks of itself (its first party pronoun is "I"/"我").
+
+    Why: a reply answers what it was asked and what was said of it ("Congrats on the promotion! How did
+    it feel?"), not what the asker says of itself ("I love badminton, do you like sports?": the badminton
+    is the asker's).
+    """
+    return " ".join(clause for clause, _, of_self in _clauses(text) if not of_self)
+
+
+def _clauses(text: str) -> list[tuple[str, bool, bool]]:
+    """The clauses of ``text``, each with whether it asks and whether its speaker speaks of itself in it.
+
+    A question's last clause asks; so do its other clauses, except those whose first party is the speaker.
+    """
+    out = []
+    for sentence in split_sentences(text):
+        question = bool(_QUESTION_END.search(sentence))
+        parts = [c for c in _CLAUSE_END.split(sentence) if c.strip()]
+        for i, clause in enumerate(parts):
+            of_self = _first_party(clause) == "user"
+            out.append((clause, question and (i == len(parts) - 1 or not of_self), of_self))
+    return out
 
 
 def asks(text: str) -> bool:
@@ -633,7 +660,7 @@ _RECALL_REQUEST = re.compile(
     r"\b(?:do|did|can|could|would)?\s*you\s+(?:still\s+)?(?:remember|recall|know)\b|[你您](?:还|是否|可)?(?:记得|记不记得|知道)",
     re.IGNORECASE,
 )
-#: Where a question's clauses end: its sentences' ends and commas, semicolons and colons.
+#: Where clauses end: at sentences' ends and commas, semicolons and colons.
 _CLAUSE_END = re.compile(r"(?<=[.!?。！？,，;；:：])\s*|\n+")
 
 
@@ -647,13 +674,18 @@ def named_chat_party(query: str) -> Literal["user", "assistant"] | None:
     subject, the first party of the last clause that names one ("What did you recommend to me?": the
     assistant; "I mentioned a museum. Do you remember what I saw?": the user, a request to recall set aside).
     """
-    folded = _SCRIPT_BOUNDARY.sub(" ", query.casefold())
-    for clause in reversed(_CLAUSE_END.split(folded)):
-        clause = _RECALL_REQUEST.sub(" ", clause)
-        first = [(m.start(), party) for party, pattern in _PARTY_PRONOUNS.items() if (m := pattern.search(clause))]
-        if first:
-            return min(first)[1]  # type: ignore[return-value]
+    for clause in reversed(_CLAUSE_END.split(query)):
+        if party := _first_party(_RECALL_REQUEST.sub(" ", clause)):
+            return party
     return None
+
+
+def _first_party(clause: str) -> Literal["user", "assistant"] | None:
+    """The party of the first singular party pronoun in ``clause``: ``"user"`` for "I"/"我", ``"assistant"`` for
+    "you"/"你"."""
+    spaced = _SCRIPT_BOUNDARY.sub(" ", clause.casefold())
+    first = [(m.start(), party) for party, pattern in _PARTY_PRONOUNS.items() if (m := pattern.search(spaced))]
+    return min(first)[1] if first else None  # type: ignore[return-value]
 
 
 @lru_cache(maxsize=1)

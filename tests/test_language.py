@@ -147,6 +147,20 @@ def test_statements_are_the_sentences_that_are_not_questions() -> None:
     assert L.statements("你喜欢哪种菜系呢？") == ""
 
 
+def test_a_question_states_the_clauses_in_which_its_speaker_speaks_of_itself() -> None:
+    assert L.statements("那太好了，我很喜欢打羽毛球和游泳，你也喜欢运动吗？") == "我很喜欢打羽毛球和游泳，"
+    assert L.statements("I love badminton, do you?") == "I love badminton,"
+    assert L.statements("If you had to choose, which would you pick?") == ""  # its "you" is the one asked
+    assert L.statements("What should I do?") == ""  # the last clause of a question asks, whoever it names
+
+
+def test_without_self_statements_drops_what_a_speaker_says_of_itself() -> None:
+    assert L.without_self_statements("那太好了，我很喜欢打羽毛球，你也喜欢运动吗？") == "那太好了， 你也喜欢运动吗？"
+    assert L.without_self_statements("I went to a support group. How about you?") == "How about you?"
+    said_of_the_other = "Congrats on your promotion! How did it feel?"
+    assert L.without_self_statements(said_of_the_other) == said_of_the_other
+
+
 def test_a_text_asks_when_one_of_its_sentences_is_a_question() -> None:
     assert L.asks("Congrats on the promotion! How did you feel?")
     assert L.asks("这部电影的主题是什么呢？")

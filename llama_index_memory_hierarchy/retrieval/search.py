@@ -46,7 +46,13 @@ from llama_index_memory_hierarchy.calibration import SimilarityCalibration, acal
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
-from llama_index_memory_hierarchy.language import asks, named_chat_party, query_stopwords, statements
+from llama_index_memory_hierarchy.language import (
+    asks,
+    named_chat_party,
+    query_stopwords,
+    statements,
+    without_self_statements,
+)
 from llama_index_memory_hierarchy.ranking.fusion import recency
 from llama_index_memory_hierarchy.ranking.pipeline import (
     DEFAULT_RECIPE,
@@ -197,8 +203,9 @@ def _own_terms(content: str) -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=8192)
-def _terms(content: str) -> frozenset[str]:
-    return frozenset(index_terms(content))
+def _addressed_terms(content: str) -> frozenset[str]:
+    """The terms of what a question's turn says to the one it asks (``language.without_self_statements``)."""
+    return frozenset(index_terms(without_self_statements(content)))
 
 
 @functools.lru_cache(maxsize=8192)
@@ -219,7 +226,8 @@ def _answered_terms(candidates: Iterable[_Candidate]) -> dict[str, frozenset[str
     the reply to "Congrats on the promotion! How did it feel?" answers that question without ever saying
     "promotion": question and answer are one exchange. So a turn owns the words of a question by another
     speaker of its session when both are candidates and its keyword text holds that question (as one of
-    the turns before it, ``tiers.episodic.keyword_documents``: turns that share their time have no other order).
+    the turns before it, ``tiers.episodic.keyword_documents``: turns that share their time have no other order),
+    except the words the asker says of itself ("I love badminton, do you like sports?").
     """
     sessions: dict[str, list[_Candidate]] = {}
     for cand in candidates:
@@ -244,7 +252,7 @@ def _answered_terms(candidates: Iterable[_Candidate]) -> dict[str, frozenset[str
                 asked = other.item
                 asker = speaker_of(asked)
                 if asker != speaker_of(item) and _asks(asked.content) and _as_context(asked.content, asker) in indexed:
-                    answered[item.id] = answered.get(item.id, frozenset()) | _terms(asked.content)
+                    answered[item.id] = answered.get(item.id, frozenset()) | _addressed_terms(asked.content)
     return answered
 
 

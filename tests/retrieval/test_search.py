@@ -276,6 +276,25 @@ def test_the_answer_to_a_question_owns_its_words(make_memory) -> None:
     assert ranked[answer].score > ranked["I recently bought new running shoes."].score
 
 
+def test_what_an_asker_says_of_itself_stays_its_own(make_memory) -> None:
+    """"我很喜欢打羽毛球和跑步，你也喜欢运动吗？" states what the user likes before it asks: the reply owns the
+    question's words, not the user's badminton, and the user's turn answers the later question about them."""
+    memory = make_memory(user_id="ann", session_id="sport")
+    statement = "那太好了，我很喜欢打羽毛球、跑步和游泳，你也喜欢运动吗？"
+    reply = "我不具有运动能力，但我可以为你提供运动的建议和指导。"
+    memory.put_messages(
+        [
+            ChatMessage(role="user", content=statement),
+            ChatMessage(role="assistant", content=reply),
+            ChatMessage(role="user", content="最近我在学习编程，你觉得难吗？"),
+            ChatMessage(role="assistant", content="编程入门不难，多写多练就好。"),
+        ]
+    )
+    ranked = {item.content: item for item in memory.search("我不喜欢打羽毛球和跑步，对吗？", limit=4)}
+    assert ranked[statement].explanation["keyword"] > ranked[reply].explanation["keyword"]
+    assert ranked[statement].score > ranked[reply].score
+
+
 def test_a_question_that_echoes_the_query_asserts_nothing(make_memory) -> None:
     """The turn asking "你周末一般喜欢做什么运动？" holds every word of the later question about it and answers
     none of it: its own keyword credit comes from what it states (nothing), and the answer after it ranks first."""
