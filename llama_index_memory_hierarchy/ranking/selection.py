@@ -46,6 +46,7 @@ class Choice:
     tiebreak: tuple[float, ...] = ()  # larger first when scores are equal (importance, time, ...)
     penalty: float = 0.0
     covers: Choice | None = None  # the chosen memory whose slot it took (it says all that one did)
+    held: float | None = None  # the score of the slot it holds, fixed when it was chosen
 
 
 def normalised_text(text: str) -> str:
@@ -80,7 +81,10 @@ def _order(choice: Choice) -> tuple[bool, float, tuple[float, ...], str]:
 
 def slot_score(choice: Choice) -> float:
     """The score a chosen memory ranks by: that of the slot it holds (the memory it covers), else its own less
-    its redundancy penalty."""
+    its redundancy penalty, as they were when it was chosen (a memory that competes again gets a new penalty,
+    not the slot it left)."""
+    if choice.held is not None:
+        return choice.held
     return slot_score(choice.covers) if choice.covers is not None else choice.score - choice.penalty
 
 
@@ -126,6 +130,8 @@ def select(
     returned: set[int] = set()
 
     def take(index: int) -> None:
+        pool[index].held = None
+        pool[index].held = slot_score(pool[index])
         chosen.append(pool[index])
         absorb(pool[index])
         if len(chosen) > limit:  # a memory that came back outranks the weakest chosen one
@@ -177,9 +183,13 @@ def select(
             continue
         if covered:  # says all that the chosen one did (and more, or is its source): takes its slot
             candidate.covers = covered[0]
+            candidate.held = slot_score(covered[0])
             for r in covered:
                 again = [*passed_for.pop(r.key, []), *([index_of[r.covers.key]] if r.covers is not None else [])]
-                alive += [i for i in again if i not in returned and i != best]
+                for i in again:
+                    if i not in returned and i != best:
+                        pool[i].held = None  # it competes afresh
+                        alive.append(i)
                 returned.update(again)
             slot = chosen.index(covered[0])
             chosen[:] = [candidate if i == slot else c for i, c in enumerate(chosen) if i == slot or c not in covered]

@@ -156,3 +156,21 @@ def test_a_memory_back_in_competition_ranks_by_its_score() -> None:
     chosen = select([summary, answer, other, more, source], limit=4)
     assert [c.key for c in chosen] == ["r", "q", "a", "b"]
     assert [slot_score(c) for c in chosen] == sorted((slot_score(c) for c in chosen), reverse=True)
+
+
+def test_a_slot_keeps_its_score_when_the_memory_it_covered_competes_again() -> None:
+    """A fact is chosen first; its verbatim source takes its slot, then a summary quoting the source takes that
+    one and the fact competes again, now penalised for repeating the summary: the slot the summary holds keeps
+    the score the fact had when it was chosen."""
+    fact = choice("fact", 0.9, "user listens to classical music", unit(1, 0), related=frozenset({"turn"}))
+    turn = choice("turn", 0.6, "i listen to classical music and read", unit(0.9, 0.44), related=frozenset({"sum"}))
+    summary = choice(
+        "sum",
+        0.3,
+        "i felt low today i listen to classical music and read books and travel and cook",
+        unit(0.8, 0.6),
+        related=frozenset({"turn"}),
+    )
+    chosen = select([fact, turn, summary], limit=3)
+    assert [c.key for c in chosen] == ["sum", "fact"]
+    assert slot_score(chosen[0]) == 0.9 and chosen[1].penalty > 0

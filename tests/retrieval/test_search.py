@@ -277,7 +277,7 @@ def test_the_answer_to_a_question_owns_its_words(make_memory) -> None:
 
 
 def test_what_an_asker_says_of_itself_stays_its_own(make_memory) -> None:
-    """"我很喜欢打羽毛球和跑步，你也喜欢运动吗？" states what the user likes before it asks: the reply owns the
+    """ "我很喜欢打羽毛球和跑步，你也喜欢运动吗？" states what the user likes before it asks: the reply owns the
     question's words, not the user's badminton, and the user's turn answers the later question about them."""
     memory = make_memory(user_id="ann", session_id="sport")
     statement = "那太好了，我很喜欢打羽毛球、跑步和游泳，你也喜欢运动吗？"
