@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from llama_index_memory_hierarchy import language
@@ -165,6 +165,10 @@ def keyword_document(
 
 
 # ------------------------------------------------------------------------------ time
+_DAY = 86400.0
+_INSTANT = timedelta(microseconds=1)
+
+
 def time_score(event_time: datetime, hints: Sequence[TimeHint], *, late_factor: float = 0.5) -> float:
     """How well an event time matches the query's time hints, in [0, 1] (0 when no hint).
 
@@ -172,8 +176,9 @@ def time_score(event_time: datetime, hints: Sequence[TimeHint], *, late_factor: 
     width of the hint: a hint is as precise as its own span, so a day off "on 29 April" keeps a third of
     the boost while a day off "in April" keeps nearly all. Events told *after* the period (a conversation
     on 2 June about "last month") decay ``late_factor`` times slower, since people talk about the past
-    more than the future. A hint that named no year (``TimeHint.yearless``) is that day or month of the
-    event's year (or a neighbouring one).
+    more than the future. Distances count whole days, since a hint (a day or longer) holds no time of day:
+    an event on 28 April, at noon or just before midnight, is a day off "on 29 April". A hint that named
+    no year (``TimeHint.yearless``) is that day or month of the event's year (or a neighbouring one).
     """
     if not hints:
         return 0.0
@@ -183,10 +188,11 @@ def time_score(event_time: datetime, hints: Sequence[TimeHint], *, late_factor: 
         if hint.start <= moment < hint.end:
             return 1.0
         width = (hint.end - hint.start).total_seconds()
+        # a hint is a day or longer (``TimeHint.granularity``) and holds no time of day: whole days apart
         if moment < hint.start:
-            distance = (hint.start - moment).total_seconds()
+            distance = (as_utc(hint.start).date() - moment.date()).days * _DAY
         else:
-            distance = (moment - hint.end).total_seconds() * late_factor
+            distance = (moment.date() - as_utc(hint.end - _INSTANT).date()).days * _DAY * late_factor
         best = max(best, math.exp(-distance / width))
     return best
 

@@ -242,7 +242,16 @@ def test_time_score_falls_off_by_the_width_of_its_hint() -> None:
     eve = datetime(2023, 4, 30, tzinfo=UTC)  # a day before the day hint's start, and the month's
     assert time_score(datetime(2023, 5, 7, tzinfo=UTC), day) == pytest.approx(math.exp(-1.0))
     assert time_score(eve, month) == pytest.approx(math.exp(-1.0 / 31.0))
-    assert time_score(datetime(2023, 5, 9, 12, tzinfo=UTC), day) == pytest.approx(math.exp(-0.25))  # told later
+    assert time_score(datetime(2023, 5, 9, 12, tzinfo=UTC), day) == pytest.approx(math.exp(-0.5))  # told later
+
+
+def test_time_score_counts_whole_days() -> None:
+    """A hint holds no time of day: the day before "on 8 May" is a day off at noon and just before midnight."""
+    day = extract_time_hints("on 8 May, 2023")
+    for hour, minute in ((0, 0), (12, 0), (23, 59)):
+        eve = datetime(2023, 5, 7, hour, minute, tzinfo=UTC)
+        assert time_score(eve, day) == pytest.approx(math.exp(-1.0))
+    assert time_score(datetime(2023, 5, 6, 12, tzinfo=UTC), day) == pytest.approx(math.exp(-2.0))
 
 
 def test_a_date_without_a_year_matches_that_day_of_any_year() -> None:
