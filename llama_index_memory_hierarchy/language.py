@@ -210,7 +210,7 @@ def _clauses(text: str) -> list[tuple[str, bool, bool]]:
         question = bool(_QUESTION_END.search(sentence))
         parts = [c for c in _CLAUSE_END.split(sentence) if c.strip()]
         for i, clause in enumerate(parts):
-            of_self = _first_party(clause) == "user"
+            of_self = _first_party(clause) == "user"  # "I"/"我": its speaker
             out.append((clause, question and (i == len(parts) - 1 or not of_self), of_self))
     return out
 

@@ -130,7 +130,7 @@ def select(
     returned: set[int] = set()
 
     def take(index: int) -> None:
-        pool[index].held = None
+        pool[index].held = None  # chosen now: its slot is scored as things stand now
         pool[index].held = slot_score(pool[index])
         chosen.append(pool[index])
         absorb(pool[index])
