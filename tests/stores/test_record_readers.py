@@ -84,8 +84,53 @@ async def test_closing_the_store_stops_its_reader_threads(tmp_path: Path) -> Non
     store = SQLRecordStore(f"sqlite+aiosqlite:///{tmp_path / 'memory.db'}")
     await store.start()
     await store.get("alice", [(await store.insert([_record("hello")]))[0]])
+    assert await store.count("alice") == 1  # a read of unbounded size: in a reader thread
+    assert [t for t in threading.enumerate() if t.name.startswith("lmh-sqlite-read")]
+    readers = store._readers
     await store.close()
     assert not [t for t in threading.enumerate() if t.name.startswith("lmh-sqlite-read")]
+    assert readers is not None and not readers._owned  # the calling threads' own connections are closed too
+    async def one(conn) -> None:  # type: ignore[no-untyped-def]
+        await conn.execute(sa.select(1))
+
+    with pytest.raises(RuntimeError, match="closed"):
+        readers.read_here(one)
+
+
+async def test_small_reads_run_at_once_on_the_calling_thread(store: SQLRecordStore) -> None:
+    """A lookup by ids and a keyword search take no hop: they run on this thread's own connection (and see every
+    write committed before them, as the reader threads do)."""
+    assert store._readers is not None
+    seen: list[int] = []
+    read_here = store._readers.read_here
+
+    def spy(work):  # type: ignore[no-untyped-def]
+        seen.append(threading.get_ident())
+        return read_here(work)
+
+    store._readers.read_here = spy  # type: ignore[method-assign]
+    [memory_id] = await store.insert([_record("a note about gardening")])
+    assert [r.item.id for r in await store.get("alice", [memory_id], with_embeddings=True)] == [memory_id]
+    assert [i for i, _ in await store.keyword_search("alice", "gardening")] == [memory_id]
+    assert seen == [threading.get_ident()] * 2
+    assert len(store._readers._owned) == 1  # one connection for this thread, kept
+
+
+async def test_threads_reading_at_once_each_use_their_own_connection(store: SQLRecordStore) -> None:
+    ids = await store.insert([_record(f"note {n} on tomatoes") for n in range(20)])
+    assert store._readers is not None
+    barrier = threading.Barrier(4)
+
+    async def count(conn) -> int:  # type: ignore[no-untyped-def]
+        return int((await conn.execute(sa.select(sa.func.count()).select_from(memories))).scalar_one())
+
+    def read(_: int) -> int:
+        barrier.wait(5)
+        return store._readers.read_here(count)  # type: ignore[union-attr]
+
+    counts = await asyncio.gather(*(asyncio.to_thread(read, n) for n in range(4)))
+    assert counts == [len(ids)] * 4
+    assert len(store._readers._owned) == 4
 
 
 async def test_an_in_memory_database_reads_through_its_one_connection() -> None:

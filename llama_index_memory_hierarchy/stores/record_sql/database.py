@@ -305,6 +305,7 @@ class SQLDatabase:
         write: bool = True,
         op: str = "transaction",
         one_statement: bool = False,
+        small: bool = False,
     ) -> T:
         """Run ``work(conn)`` in one transaction, retrying transient failures with bounded backoff.
 
@@ -314,7 +315,8 @@ class SQLDatabase:
         BEGIN/COMMIT (one statement reads one snapshot, or writes atomically, by itself), which
         saves four of the nine round trips to the driver's thread that such a transaction costs:
         the searches and access bumps of every query are such statements. Such a read of a
-        SQLite file runs on a synchronous reader connection in one hop (:mod:`.readers`).
+        SQLite file runs on a synchronous reader connection in one hop (:mod:`.readers`); a ``small`` one
+        (bounded by ids or a limit, as a search's) at once on the calling thread's own reader connection.
         """
         engine = self.engine
         readers = self._readers if one_statement and not write else None
@@ -323,7 +325,7 @@ class SQLDatabase:
             committing = False
             try:
                 if readers is not None:
-                    return await readers.aread(work)
+                    return readers.read_here(work) if small else await readers.aread(work)
                 async with self._gate(write), engine.connect() as conn:
                     if one_statement and self._strategy.name == "sqlite":
                         await conn.execution_options(lmh_one_statement=True)

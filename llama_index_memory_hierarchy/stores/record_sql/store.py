@@ -417,7 +417,8 @@ class SQLRecordStore(SQLDatabase, RecordStore):
                     found[row["id"]] = row_to_record(row, with_embeddings, with_keywords)
             return [found[i] for i in wanted if i in found]
 
-        return await self.run_transaction(work, write=False, op="get", one_statement=len(wanted) <= CHUNK)
+        one = len(wanted) <= CHUNK
+        return await self.run_transaction(work, write=False, op="get", one_statement=one, small=one)
 
     async def query(
         self,
@@ -496,7 +497,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
             result = await conn.execute(statement)
             return [(row[0], float(row[1])) for row in result]
 
-        return await self.run_transaction(work, write=False, op="keyword_search", one_statement=True)
+        return await self.run_transaction(work, write=False, op="keyword_search", one_statement=True, small=True)
 
     async def users(self) -> list[str]:
         """Every user id with at least one record, sorted."""
