@@ -340,13 +340,18 @@ class EdgeVectorIndex(VectorIndex):
         return [(str(hit.id), float(hit.score)) for hit in hits]
 
     async def search(self, vector: np.ndarray, flt: VectorFilter, limit: int) -> list[tuple[str, float]]:
-        """``(id, cosine similarity)`` best first, always restricted to ``flt.user_id``."""
+        """``(id, cosine similarity)`` best first, always restricted to ``flt.user_id``.
+
+        Runs at once, on the caller's thread: a search takes well under a millisecond and holds the GIL
+        (as every call into qdrant-edge-py 0.9 does), so a worker thread would only add the hop and its
+        wait for the GIL to it, on the critical path of every ``get()``.
+        """
         query = check_vector(vector, self.dim, "vector")
         prepared = prepare_filter(flt)
         limit = check_limit(limit)
         if limit == 0 or prepared.empty:
             return []
-        return await asyncio.to_thread(self._search_sync, query, prepared, limit)
+        return self._search_sync(query, prepared, limit)
 
     def _scope(self, user_id: str | None) -> Any:
         import qdrant_edge as qe
