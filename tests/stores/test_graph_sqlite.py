@@ -117,6 +117,40 @@ def test_concurrent_writers_from_threads(tmp_path: Path) -> None:
     store.close()
 
 
+def test_a_read_waits_for_no_writer_and_sees_every_committed_write(tmp_path: Path) -> None:
+    """Reads use the calling thread's own read-only connection (WAL): a writer holding the store's lock, inside a
+    transaction, neither blocks them nor shows them its uncommitted rows."""
+    store = SQLitePropertyGraphStore(tmp_path / "graph.db")
+    store.upsert([node("a")], [])
+    in_transaction, release = threading.Event(), threading.Event()
+
+    def slow_writer() -> None:
+        with store._transaction() as cur:
+            cur.execute(
+                "INSERT INTO graph_nodes (id, kind, name, label, user_id, properties, updated_at) "
+                "VALUES ('b', 'entity', 'b', 'PERSON', 'u1', '{}', 0)"
+            )
+            in_transaction.set()
+            release.wait(10)
+
+    writer = threading.Thread(target=slow_writer)
+    writer.start()
+    try:
+        assert in_transaction.wait(10)
+        assert [n.id for n in store.get(ids=["a", "b"])] == ["a"]  # at once: the lock is held, "b" uncommitted
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            store._reader().execute("DELETE FROM graph_nodes")  # the read connection cannot write
+    finally:
+        release.set()
+        writer.join()
+    assert [n.id for n in store.get(ids=["a", "b"])] == ["a", "b"]
+    readers = list(store._readers)
+    store.close()
+    for reader in readers:  # closed with the store
+        with pytest.raises(sqlite3.ProgrammingError):
+            reader.execute("SELECT 1")
+
+
 async def test_async_twins_and_factory(tmp_path: Path) -> None:
     store = open_graph_store(MemoryConfig(persist_dir=tmp_path))
     assert isinstance(store, SQLitePropertyGraphStore)

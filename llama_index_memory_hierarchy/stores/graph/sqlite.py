@@ -38,8 +38,11 @@ contract suite passes on all of them:
 * ``delete`` criteria are independent (each removes what it matches); deleting a node
   removes its relations and nothing else.
 
-Every call takes a lock and runs in one transaction; async twins run it in a worker
-thread so no event loop blocks on disk I/O. No value is ever formatted into SQL.
+Every write takes a lock and runs in one transaction; a read is one statement (or a few) on
+the calling thread's own read-only connection, which in WAL mode waits for neither (so the
+memory's search reads the graph on its event loop, as it reads the records: a worker thread
+would only add its hop and its wait for the GIL). Async twins run in a worker thread. No value
+is ever formatted into SQL.
 """
 
 from __future__ import annotations
@@ -175,6 +178,10 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
         self.path = Path(path).expanduser().resolve()
         self._lock = threading.RLock()
         self._closed = False
+        self._busy_timeout_s = busy_timeout_s
+        self._own = threading.local()  # each thread's read-only connection (``_reader``)
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(
@@ -247,13 +254,28 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
                 cur.close()
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
-            if self._closed:
-                raise StoreError(f"{self.path}: the graph store is closed")
-            try:
-                return self._conn.execute(sql, params).fetchall()
-            except sqlite3.Error as exc:
-                raise StoreError(f"{self.path}: graph read failed: {exc}") from exc
+        """One statement on this thread's own read-only connection: it sees every committed write and, in WAL
+        mode, waits neither for a writer nor for the lock, so a read may run on an event loop's own thread."""
+        if self._closed:
+            raise StoreError(f"{self.path}: the graph store is closed")
+        try:
+            return self._reader().execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: graph read failed: {exc}") from exc
+
+    def _reader(self) -> sqlite3.Connection:
+        connection: sqlite3.Connection | None = getattr(self._own, "connection", None)
+        if connection is None:
+            with self._readers_lock:
+                if self._closed:
+                    raise StoreError(f"{self.path}: the graph store is closed")
+                connection = sqlite3.connect(
+                    str(self.path), timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
+                )
+                connection.execute("PRAGMA query_only=ON")
+                self._readers.append(connection)
+            self._own.connection = connection
+        return connection
 
     @property
     def client(self) -> sqlite3.Connection:
@@ -265,7 +287,11 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
         with self._lock:
             if self._closed:
                 return
-            self._closed = True
+            with self._readers_lock:
+                self._closed = True
+                readers, self._readers = self._readers, []
+            for reader in readers:
+                reader.close()
             try:
                 self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error:  # pragma: no cover - best effort
