@@ -29,8 +29,10 @@ from typing import Any, TypeVar
 from llama_index_instrumentation import get_dispatcher
 from llama_index_instrumentation.base import BaseEvent
 from llama_index_instrumentation.dispatcher import active_instrument_tags
+from llama_index_instrumentation.event_handlers import NullEventHandler
 from llama_index_instrumentation.events.span import SpanDropEvent
 from llama_index_instrumentation.span import active_span_id
+from llama_index_instrumentation.span_handlers import NullSpanHandler
 from pydantic import Field
 
 #: The package's dispatcher (a child of LlamaIndex's root dispatcher: root handlers see everything).
@@ -249,6 +251,18 @@ def _span_arguments(operation: str, user: str, session_id: str | None) -> inspec
     return inspect.signature(memory_operation).bind(operation, user, session_id)
 
 
+def _heard() -> bool:
+    """Whether a handler that does something (LlamaIndex's root has null ones) would see this package's events or
+    spans, on its dispatcher or a parent it propagates to."""
+    current: Any = dispatcher
+    while current is not None:
+        handlers = [*current.event_handlers, *current.span_handlers]
+        if any(not isinstance(h, (NullEventHandler, NullSpanHandler)) for h in handlers):
+            return True
+        current = current.parent if current.propagate else None
+    return False
+
+
 def traced(operation: str) -> Callable[[F], F]:
     """Decorate a memory coroutine: a span around it and, on success, one event with counts and duration."""
     summarise = _SUMMARIES[operation]
@@ -289,16 +303,17 @@ def traced(operation: str) -> Callable[[F], F]:
                 raise
             event = None
             try:
-                event_class, counts, contents = summarise(arguments, result)
-                event = event_class(
-                    operation=operation,
-                    user=user,
-                    session_id=counts.pop("session_id", session_id),
-                    duration_ms=round((time.perf_counter() - start) * 1000, 3),
-                    contents=contents if with_contents else None,
-                    **counts,
-                )
-                dispatcher.event(event)
+                if _heard():  # else nobody would see the event: its counts (tokens of every message) are skipped
+                    event_class, counts, contents = summarise(arguments, result)
+                    event = event_class(
+                        operation=operation,
+                        user=user,
+                        session_id=counts.pop("session_id", session_id),
+                        duration_ms=round((time.perf_counter() - start) * 1000, 3),
+                        contents=contents if with_contents else None,
+                        **counts,
+                    )
+                    dispatcher.event(event)
             except Exception:  # tracing never breaks a memory operation
                 logger.warning("instrumentation of %s failed", operation, exc_info=True)
             dispatcher.span_exit(id_=span_id, bound_args=bound, result=event)

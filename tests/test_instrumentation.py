@@ -12,9 +12,9 @@ import pytest
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler, NullEventHandler
 from llama_index.core.instrumentation.events import BaseEvent
-from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler
+from llama_index.core.instrumentation.span_handlers import NullSpanHandler, SimpleSpanHandler
 from llama_index.core.llms import MockFunctionCallingLLM
 from pydantic import Field
 
@@ -175,3 +175,19 @@ def test_trace_contents_is_off_by_default_and_read_from_the_environment() -> Non
 
     assert MemoryConfig().trace_contents is False
     assert MemoryConfig.from_env(environ={"LMH_TRACE_CONTENTS": "1"}).trace_contents is True
+
+
+def test_events_are_summarised_only_for_someone_listening(trace: tuple[Collector, InputsSpanHandler]) -> None:
+    """LlamaIndex's root dispatcher holds null handlers: with only those, no event is built (its counts cost a
+    token count of every message of each ``get()``); with a handler attached, every operation sends its event."""
+    from llama_index_memory_hierarchy import instrumentation
+
+    assert instrumentation._heard()  # the fixture's handlers
+    root = get_dispatcher()
+    kept = list(root.event_handlers), list(root.span_handlers)
+    root.event_handlers[:] = [h for h in kept[0] if isinstance(h, NullEventHandler)]
+    root.span_handlers[:] = [h for h in kept[1] if isinstance(h, NullSpanHandler)]
+    try:
+        assert not instrumentation._heard()
+    finally:
+        root.event_handlers[:], root.span_handlers[:] = kept
