@@ -119,6 +119,9 @@ def select(
     # calibrated similarity to the closest chosen memory, per candidate, kept up to date as choices are made
     vectors = np.stack([c.vector if c.vector is not None and dim else np.zeros(dim or 1) for c in pool])
     groups = np.array([c.group for c in pool])
+    rows_of_group = {group: groups == group for group in set(groups.tolist())}
+    scores = np.array([c.score for c in pool])
+    informative = np.array([not c.content_free for c in pool])
     closest = np.zeros(len(pool))
     alive = list(range(len(pool)))
     chosen: list[Choice] = []
@@ -147,16 +150,24 @@ def select(
         """``closest`` counts ``candidate`` among the chosen."""
         if dim is not None and candidate.vector is not None:
             similarity = vectors @ candidate.vector
-            for group in set(groups.tolist()):
-                rows = groups == group
+            for group, rows in rows_of_group.items():
                 similarity[rows] = calibration.calibrate(similarity[rows], group, candidate.group)
             np.maximum(closest, similarity, out=closest)
 
+    def first_alive() -> int:
+        """``max(alive, key=_order)``, the numbers compared as arrays (only exact ties compare in Python)."""
+        at = np.array(alive)
+        at = at[informative[at]] if informative[at].any() else at
+        value = scores[at] - np.array([pool[i].penalty for i in at.tolist()])
+        tied = at[value == value.max()].tolist()
+        return tied[0] if len(tied) == 1 else max(tied, key=lambda i: _order(pool[i]))
+
     while alive:
         if chosen and diversity:
-            for i in alive:
-                pool[i].penalty = diversity * top * max(float(closest[i]), 0.0) ** 2
-        best = max(alive, key=lambda i: _order(pool[i]))
+            penalties = diversity * top * np.maximum(closest[alive], 0.0) ** 2
+            for i, penalty in zip(alive, penalties.tolist(), strict=True):
+                pool[i].penalty = penalty
+        best = first_alive()
         if len(chosen) >= limit and _order(pool[best]) <= min(_rank(c) for c in chosen):
             break  # full, and nothing left outranks a chosen memory (only one that came back can)
         alive.remove(best)
