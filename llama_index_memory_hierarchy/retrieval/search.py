@@ -38,6 +38,7 @@ import logging
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 import numpy as np
@@ -47,6 +48,7 @@ from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.language import (
+    TimeHint,
     asks,
     named_chat_party,
     query_stopwords,
@@ -76,7 +78,7 @@ from llama_index_memory_hierarchy.ranking.selection import (
     slot_score,
 )
 from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
-from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, Record
+from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
 from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.text import index_terms, keyword_text, keyword_tokens
 from llama_index_memory_hierarchy.tiers.perceptual import PerceptualMemory
@@ -152,8 +154,40 @@ CONTEXT_SHARE = 0.5
 HISTORY_FACTOR = 0.5
 
 
+@dataclass(frozen=True)
+class _Query:
+    """What ranking reads from the query text alone: worked out while the model embeds it."""
+
+    text: str
+    now: datetime
+    party: str | None  # the chat party it names by pronoun (``named_chat_party``)
+    hints: list[TimeHint]
+    temporal: bool  # it asks *when*
+    words: frozenset[str]  # its content words (none for a content-free query: "好的", "ok")
+    group: str  # its calibration group
+    terms: frozenset[str]  # its keyword index terms
+
+    @classmethod
+    def of(cls, text: str) -> _Query:
+        now = utcnow()
+        words = information_words(keyword_tokens(text), query_stopwords())
+        return cls(
+            text=text,
+            now=now,
+            party=named_chat_party(text),
+            hints=extract_time_hints(text, now),
+            temporal=has_temporal_intent(text),
+            words=frozenset() if is_content_free(words, matched_query=False) else words,
+            group=group_of(text),
+            terms=frozenset(index_terms(" ".join(keyword_terms(text)))),
+        )
+
+
 @dataclass
 class _Candidate:
+    """A memory the search ranks: its query-independent signals are set when its row is read (:func:`_admit`),
+    the rest (dense, keyword, graph, entity) once every candidate is known."""
+
     item: MemoryItem
     vector: np.ndarray | None = None
     indexed: str = ""  # the terms its keyword index holds, its context included
@@ -161,12 +195,46 @@ class _Candidate:
     keyword: float = 0.0
     cross_modal: float = 0.0
     graph: float = 0.0
+    own: frozenset[str] = frozenset()  # the keyword terms of what it states itself (``_own_terms``)
+    when: float = 0.0  # the time prior: its time against the query's hints, and a time it names for *when*
+    fresh: float = 0.0  # recency
+    evidence: float = 1.0  # how much its tier vouches for it (``_evidence``)
+    sources: frozenset[str] = frozenset()  # what it derives from (``_sources``)
+    content_free: bool = False
     parts: dict[str, float] = field(default_factory=dict)
 
     @functools.cached_property
     def profile(self) -> tuple[frozenset[str], frozenset[str], str, bool, str]:
         """:func:`_text_profile` of its content."""
         return _text_profile(self.item.content)
+
+
+def _admit(
+    item: MemoryItem, vector: np.ndarray | None, indexed: str, query: _Query, config: MemoryConfig
+) -> _Candidate:
+    """A candidate with every signal that needs neither the query's vector nor the other candidates."""
+    weights = DEFAULT_RECIPE.rerank
+    cand = _Candidate(item, vector, indexed, own=_own_terms(item.content), sources=_sources(item))
+    words, _, _, names_time, _ = cand.profile
+    cand.when = weights.time * time_score(item.timestamp, query.hints) if query.hints else 0.0
+    if query.temporal and names_time:
+        cand.when += weights.temporal
+    cand.fresh = recency(item.timestamp, query.now, config.recency_half_life_hours)
+    cand.evidence = _evidence(item)
+    cand.content_free = is_content_free(words, bool(words & query.words))  # its own words: keyword text has more
+    return cand
+
+
+def _evidence(item: MemoryItem) -> float:
+    """How much the tier vouches for a memory: a fact by its confidence (and currency), others fully."""
+    if item.memory_type is not MemoryType.SEMANTIC or item.metadata.get("kind") != "fact":
+        return 1.0
+    try:
+        confidence = min(max(float(item.metadata.get("confidence", 1.0)), 0.0), 1.0)
+    except (TypeError, ValueError):
+        confidence = 1.0
+    factor = 0.5 + 0.5 * confidence
+    return factor * HISTORY_FACTOR if item.metadata.get("invalid_at") else factor
 
 
 def memory_types_of(memory_types: Sequence[MemoryType | str] | MemoryType | str | None) -> list[MemoryType]:
@@ -320,11 +388,11 @@ class CrossTierSearch(RuntimeBound):
         include_history = bool(filters.pop("include_history", False))
         flt = MemoryFilter.from_kwargs(**filters)
         context = self.memory.context
-        candidates = await self._acandidates(query, types, flt, limit, include_history)
+        candidates, asked = await self._acandidates(query, types, flt, limit, include_history)
         calibration = await acalibration(context.embeddings)
         if not candidates:
             return []
-        ranked = self._score(query, list(candidates.values()), limit, calibration)
+        ranked = self._score(asked, list(candidates.values()), limit, calibration)
         context.accesses.record(self.memory.user_id, [i.id for i in ranked if i.memory_type is not MemoryType.WORKING])
         return ranked
 
@@ -335,60 +403,31 @@ class CrossTierSearch(RuntimeBound):
         flt: MemoryFilter,
         wanted: int,
         include_history: bool,
-    ) -> dict[str, _Candidate]:
-        """Every candidate of the requested tiers, by id, with its raw signals.
+    ) -> tuple[dict[str, _Candidate], _Query]:
+        """Every candidate of the requested tiers, by id, with its raw signals, and the query's analysis.
 
-        The query is embedded while the keyword search (and the reading of its hits' rows), the
-        graph and the encoders of perceptions run (none of them needs the text vector): the model
-        and the record store work on different cores, and the dense search starts as soon as the
-        vector is there; then only the rows not read yet are.
+        The query is embedded while it is analysed, the keyword search runs and its hits are read and
+        admitted (:func:`_admit`), and the graph and the encoders of perceptions are asked (none of them
+        needs the text vector): the model and the rest work on different cores, and the dense search
+        starts as soon as the vector is there; then only the rows not read yet are.
         """
         memory = self.memory
         context = memory.context
         user = memory.user_id
         durable = [t for t in types if t is not MemoryType.WORKING]
         depth = max(wanted * memory.config.candidate_multiplier, DEFAULT_RECIPE.candidates)
-        working = memory.working.entries(flt) if MemoryType.WORKING in types else []
         only = durable[0] if len(durable) == 1 else None
+        embedding = context.embeddings.start_query(query)  # first: what follows runs beside the model
+        asked = _Query.of(query)
+        working = memory.working.entries(flt) if MemoryType.WORKING in types else []
 
-        async def rows(ids: Sequence[str]) -> list[Record]:
-            return await context.records.get(user, ids, with_embeddings=True, with_keywords=True) if ids else []
-
-        async def keyword_hits_and_rows() -> tuple[list[tuple[str, float]], list[Record]]:
-            if not durable:
-                return [], []
-            terms = " ".join(keyword_terms(query))
-            hits = await context.records.keyword_search(user, terms, memory_type=only, filters=flt, limit=depth)
-            return hits, await rows([i for i, _ in hits])
-
-        async def embedded_and_dense() -> tuple[np.ndarray, list[tuple[str, float]]]:
-            vector = await context.embeddings.aembed_query(query)
-            if not durable:
-                return vector, []
-            return vector, await context.adense_search(user, vector, memory_type=only, filters=flt, limit=depth)
-
-        tasks = [
-            asyncio.ensure_future(embedded_and_dense()),
-            asyncio.ensure_future(keyword_hits_and_rows()),
-            asyncio.ensure_future(self._agraph(query, depth) if MemoryType.SEMANTIC in durable else _none()),
-            asyncio.ensure_future(
-                self._across_modal(query, flt, depth) if MemoryType.PERCEPTUAL in durable else _none()
-            ),
-        ]
-        try:
-            (vector, dense), (keyword, keyword_rows), hops, cross = await asyncio.gather(*tasks)
-        except BaseException:  # the first failure is raised as itself; the other lookups stop
-            for task in tasks:
-                task.cancel()
-            raise
-        pool = list(dict.fromkeys([*(i for i, _ in dense), *(i for i, _ in keyword), *hops, *cross]))
-        if MemoryType.EPISODIC in durable:
-            pool += [item.id for item, _ in working]  # put turns: the durable copy
-        read = {record.item.id for record in keyword_rows}
-        records = [*keyword_rows, *await rows(list(dict.fromkeys(i for i in pool if i not in read)))]
-        found: dict[str, _Candidate] = {}
-        if records:
-            space = await context.aspace()
+        async def admitted(ids: Sequence[str]) -> list[_Candidate]:
+            """The candidates among the records of ``ids`` (of the requested tiers and filters)."""
+            if not ids:
+                return []
+            records = await context.records.get(user, ids, with_embeddings=True, with_keywords=True)
+            space = await context.aspace() if records else None
+            out = []
             for record in records:
                 item = record.item
                 if record.namespace != MEMORY_NAMESPACE or item.memory_type not in durable or not matches(item, flt):
@@ -396,10 +435,45 @@ class CrossTierSearch(RuntimeBound):
                 if item.memory_type is MemoryType.SEMANTIC and not include_history and item.metadata.get("invalid_at"):
                     continue
                 usable = record.embedding is not None and record.space in (None, space)
-                found[item.id] = _Candidate(item, record.embedding if usable else None, record.keyword or "")
+                vector = record.embedding if usable else None
+                out.append(_admit(item, vector, record.keyword or "", asked, memory.config))
+            return out
+
+        async def keyword_hits_and_candidates() -> tuple[list[tuple[str, float]], list[_Candidate]]:
+            if not durable:
+                return [], []
+            terms = " ".join(keyword_terms(query))
+            hits = await context.records.keyword_search(user, terms, memory_type=only, filters=flt, limit=depth)
+            return hits, await admitted([i for i, _ in hits])
+
+        async def embedded_and_dense() -> tuple[np.ndarray, list[tuple[str, float]]]:
+            vector = await asyncio.wrap_future(embedding)
+            if not durable:
+                return vector, []
+            return vector, await context.adense_search(user, vector, memory_type=only, filters=flt, limit=depth)
+
+        tasks = [
+            asyncio.ensure_future(embedded_and_dense()),
+            asyncio.ensure_future(keyword_hits_and_candidates()),
+            asyncio.ensure_future(self._agraph(query, depth) if MemoryType.SEMANTIC in durable else _none()),
+            asyncio.ensure_future(
+                self._across_modal(query, flt, depth) if MemoryType.PERCEPTUAL in durable else _none()
+            ),
+        ]
+        try:
+            (vector, dense), (keyword, early), hops, cross = await asyncio.gather(*tasks)
+        except BaseException:  # the first failure is raised as itself; the other lookups stop
+            for task in tasks:
+                task.cancel()
+            raise
+        pool = list(dict.fromkeys([*(i for i, _ in dense), *(i for i, _ in keyword), *hops, *cross]))
+        if MemoryType.EPISODIC in durable:
+            pool += [item.id for item, _ in working]  # put turns: the durable copy
+        read = {i for i, _ in keyword}
+        found = {c.item.id: c for c in [*early, *await admitted(list(dict.fromkeys(i for i in pool if i not in read)))]}
         for item, item_vector in working:
             if item.id not in found:
-                found[item.id] = _Candidate(item, item_vector)
+                found[item.id] = _admit(item, item_vector, "", asked, memory.config)
         cosine = dict(dense)
         for memory_id, cand in found.items():
             if memory_id in cosine:
@@ -408,11 +482,11 @@ class CrossTierSearch(RuntimeBound):
                 cand.dense = float(np.dot(vector, cand.vector))
         hits = {i: s for i, s in keyword if i in found}
         top = max(hits.values(), default=0.0)
-        terms = set(index_terms(" ".join(keyword_terms(query))))
-        mine = {i: _own_terms(c.item.content) for i, c in found.items()}
+        terms = asked.terms
+        mine = {i: c.own for i, c in found.items()}
         for memory_id, words in _answered_terms(found.values()).items():
             mine[memory_id] |= words
-        weights = _term_weights(terms, list(mine.values()))
+        weights = _term_weights(set(terms), list(mine.values()))
         total = sum(weights.values())
         for memory_id, cand in found.items():
             own = sum(weights[t] for t in terms & mine[memory_id]) / total if total else 1.0
@@ -424,7 +498,7 @@ class CrossTierSearch(RuntimeBound):
                 cand.keyword = own
             cand.graph = 1.0 / hops[memory_id] if memory_id in hops else 0.0
             cand.cross_modal = cross.get(memory_id, 0.0)
-        return found
+        return found, asked
 
     async def _agraph(self, query: str, depth: int) -> dict[str, int]:
         try:
@@ -453,73 +527,67 @@ class CrossTierSearch(RuntimeBound):
 
     # ------------------------------------------------------------------ scoring
     def _score(
-        self, query: str, candidates: list[_Candidate], limit: int, calibration: SimilarityCalibration
+        self, query: _Query, candidates: list[_Candidate], limit: int, calibration: SimilarityCalibration
     ) -> list[MemoryItem]:
         config = self.memory.config
         weights = DEFAULT_RECIPE.rerank
         graph_weight = weights.entity * self._graph_weight()
-        now = utcnow()
         names = {s for c in candidates if (s := speaker_of(c.item))}
-        named = mentioned_names(query, names) if names else set()
-        party = named_chat_party(query)  # "my"/"我" or "you"/"你": that party weighs as a speaker the query names
-        hints = extract_time_hints(query, now)
-        temporal = has_temporal_intent(query)
-        query_words = information_words(keyword_tokens(query), query_stopwords())
-        if is_content_free(query_words, matched_query=False):
-            query_words = frozenset()  # "好的", "ok": sharing a word with such a query says nothing
+        named = mentioned_names(query.text, names) if names else set()
+        party = query.party  # "my"/"我" or "you"/"你": that party weighs as a speaker the query names
         w_kw, w_dense = DEFAULT_RECIPE.keyword_weight, DEFAULT_RECIPE.dense_weight
-        asked = group_of(query)
-        for cand in candidates:
-            item = cand.item
-            profile = cand.profile
-            # the cosine on the model's calibrated scale: unrelated texts at 0 whatever the model and languages
-            cand.dense = max(calibration.calibrate(cand.dense, asked, profile[4], role="query"), 0.0)
-            base = w_kw * cand.keyword + w_dense * (cand.dense + cand.cross_modal)
-            entity = (
-                weights.entity
-                * entity_boost(speaker_of(item), item.content, named, party=chat_party_of(item), named_party=party)
-                if named or party
-                else 0.0
-            )
-            when = weights.time * time_score(item.timestamp, hints) if hints else 0.0
-            if temporal and profile[3]:
-                when += weights.temporal
-            graph = graph_weight * cand.graph
-            cand.parts = {
-                "dense": w_dense * cand.dense,
-                "keyword": w_kw * cand.keyword,
-                "cross_modal": w_dense * cand.cross_modal,
-                "entity": base * entity,
-                "time": base * when,
-                "graph": base * graph,
-            }
-        best = max(sum(c.parts.values()) for c in candidates) or 1.0
+        # the signals of every candidate as columns, combined in the order of the explanation's parts
+        keyword = np.array([c.keyword for c in candidates])
+        cross_modal = np.array([c.cross_modal for c in candidates])
+        graph = graph_weight * np.array([c.graph for c in candidates])
+        # the cosine on the model's calibrated scale: unrelated texts at 0 whatever the model and languages
+        dense = np.array([c.dense for c in candidates])
+        groups = np.array([c.profile[4] for c in candidates])
+        for group in set(groups.tolist()):
+            rows = groups == group
+            dense[rows] = calibration.calibrate(dense[rows], query.group, group, role="query")
+        dense = np.maximum(dense, 0.0)
+        base = w_kw * keyword + w_dense * (dense + cross_modal)
+        entity = np.zeros(len(candidates))
+        if named or party:
+            entity[:] = [
+                entity_boost(speaker_of(c.item), c.item.content, named, party=chat_party_of(c.item), named_party=party)
+                for c in candidates
+            ]
+            entity *= weights.entity
+        relevance = {
+            "dense": w_dense * dense,
+            "keyword": w_kw * keyword,
+            "cross_modal": w_dense * cross_modal,
+            "entity": base * entity,
+            "time": base * np.array([c.when for c in candidates]),
+            "graph": base * graph,
+        }
+        best = float(sum(relevance.values()).max()) or 1.0
         total = (config.relevance_weight + config.recency_weight + config.importance_weight) or 1.0
         relevance_scale = config.relevance_weight / (best * total)
-        for cand in candidates:
-            item = cand.item
-            parts = {name: value * relevance_scale for name, value in cand.parts.items()}
-            fresh = recency(item.timestamp, now, config.recency_half_life_hours)
-            parts["recency"] = config.recency_weight * fresh / total
-            parts["importance"] = config.importance_weight * item.importance / total
-            pre = sum(parts.values())
-            parts["tier_evidence"] = (self._evidence(item) - 1.0) * pre
-            cand.parts = parts
+        columns = {name: value * relevance_scale for name, value in relevance.items()}
+        columns["recency"] = config.recency_weight * np.array([c.fresh for c in candidates]) / total
+        columns["importance"] = config.importance_weight * np.array([c.item.importance for c in candidates]) / total
+        evidence = np.array([c.evidence for c in candidates])
+        columns["tier_evidence"] = (evidence - 1.0) * sum(columns.values())
+        scores = sum(columns.values()).tolist()
+        table = {name: column.tolist() for name, column in columns.items()}
+        order = sorted(range(len(candidates)), key=lambda i: (scores[i], candidates[i].item.id), reverse=True)
         # what selection may pick: far more than it needs (redundancy only lowers scores), not the whole pool
-        candidates.sort(key=lambda c: (sum(c.parts.values()), c.item.id), reverse=True)
         choices: list[Choice] = []
         by_key: dict[str, _Candidate] = {}
         cut = max(4 * limit, 20)
-        shortlist = {c.item.id for c in candidates[:cut]}
+        shortlist = {candidates[i].item.id for i in order[:cut]}
         # and the memories derived from those (a summary quoting one), which may take its slot (``select``)
-        derived = [c for c in candidates[cut:] if _sources(c.item) & shortlist]
-        for cand in [*candidates[:cut], *derived]:
-            item, parts = cand.item, cand.parts
-            words, stems, identity, _, group = cand.profile
-            free = is_content_free(words, bool(words & query_words))  # its own words: keyword text has neighbours
-            if free:
+        derived = [i for i in order[cut:] if candidates[i].sources & shortlist]
+        for i in [*order[:cut], *derived]:
+            cand = candidates[i]
+            item = cand.item
+            cand.parts = parts = {name: column[i] for name, column in table.items()}
+            _, stems, identity, _, group = cand.profile
+            if cand.content_free:
                 parts["content_free"] = -(1.0 - CONTENT_FREE_FACTOR) * sum(parts.values())
-            related = _sources(item)
             choices.append(
                 Choice(
                     key=item.id,
@@ -527,8 +595,8 @@ class CrossTierSearch(RuntimeBound):
                     words=stems,
                     identity=identity,
                     vector=cand.vector,
-                    related=related,
-                    content_free=free,
+                    related=cand.sources,
+                    content_free=cand.content_free,
                     group=group,
                     tiebreak=(item.importance, item.timestamp.timestamp()),
                 )
@@ -555,18 +623,6 @@ class CrossTierSearch(RuntimeBound):
         semantic = self.memory.tier_set.built(MemoryType.SEMANTIC)
         settings = getattr(semantic, "settings", None)
         return float(getattr(settings, "graph_weight", 1.0))
-
-    @staticmethod
-    def _evidence(item: MemoryItem) -> float:
-        """How much the tier vouches for a memory: a fact by its confidence (and currency), others fully."""
-        if item.memory_type is not MemoryType.SEMANTIC or item.metadata.get("kind") != "fact":
-            return 1.0
-        try:
-            confidence = min(max(float(item.metadata.get("confidence", 1.0)), 0.0), 1.0)
-        except (TypeError, ValueError):
-            confidence = 1.0
-        factor = 0.5 + 0.5 * confidence
-        return factor * HISTORY_FACTOR if item.metadata.get("invalid_at") else factor
 
 
 @traced("retrieve")
