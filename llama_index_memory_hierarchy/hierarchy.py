@@ -10,6 +10,7 @@ current input (or the latest user message) from every tier, including earlier se
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Sequence
@@ -44,7 +45,7 @@ from llama_index_memory_hierarchy.tiers.perceptual import PerceptionSettings, Pe
 from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory, SemanticSettings
 from llama_index_memory_hierarchy.tiers.tierset import TierSet
 from llama_index_memory_hierarchy.tiers.working import WorkingMemory
-from llama_index_memory_hierarchy.types import MAX_BATCH_ITEMS, MemoryItem, MemoryType, utcnow
+from llama_index_memory_hierarchy.types import MAX_BATCH_ITEMS, MemoryItem, MemoryType, utcnow, validate_content
 
 logger = logging.getLogger(__name__)
 
@@ -392,6 +393,8 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
     @traced("get")
     async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
         """Async twin of :meth:`get`."""
+        with contextlib.suppress(MemoryValidationError):  # the search below says what is wrong with it
+            self._context.embeddings.start_query(validate_content(input, "input"))  # runs while the rest reads
         history = await self._ahistory()
         compressor = self._manager.compressor  # older turns beyond the budget fold into a running summary
         pending, summary = await compressor.acompress(history, self.config.chat_history_token_limit, self.session_id)

@@ -167,6 +167,19 @@ def test_explanations_add_up_and_ranking_is_deterministic(memory: HierarchicalMe
     assert stored is not None and stored.explanation is None  # never persisted
 
 
+def test_get_embeds_its_input_once_and_first(memory: HierarchicalMemory) -> None:
+    """``get()`` starts the model on its input before it reads anything (the search then finds the vector in
+    flight), so one ``get()`` embeds one query; a repeated input is served from the query cache."""
+    embeddings = memory.context.embeddings
+    before = embeddings.cache_info()
+    messages = memory.get(input="Which foods am I allergic to? (asked once)")
+    assert any("peanuts" in line for line in memory_lines(messages))
+    after = embeddings.cache_info()
+    assert after["misses"] == before["misses"] + 1
+    memory.get(input="Which foods am I allergic to? (asked once)")
+    assert embeddings.cache_info()["misses"] == after["misses"]
+
+
 def test_graph_is_one_signal_and_an_empty_tier_costs_nothing(memory: HierarchicalMemory, stocked) -> None:
     ids = stocked[1]
     top = memory.search("Where does Alice live?", limit=3, memory_types=["semantic"])
