@@ -209,6 +209,20 @@ class MemoryItem(BaseModel):
                 raise cause from None
             raise MemoryValidationError(field, error.get("msg", str(exc))) from None
 
+    @classmethod
+    def from_stored(cls, values: dict[str, Any]) -> MemoryItem:
+        """An item from the values of every field as a store read them back, already valid: what
+        ``model_construct`` makes, a quarter of its time (it looks each field up by its aliases and
+        defaults, and a search builds ~100 items a query)."""
+        if values.keys() != _ITEM_FIELDS:
+            raise ValueError(f"from_stored needs every field of MemoryItem, got {sorted(values)}")
+        item = cls.__new__(cls)
+        object.__setattr__(item, "__dict__", values)
+        object.__setattr__(item, "__pydantic_fields_set__", set(_ITEM_FIELDS))
+        object.__setattr__(item, "__pydantic_extra__", None)
+        object.__setattr__(item, "__pydantic_private__", None)
+        return item
+
     @field_validator("id", mode="before")
     @classmethod
     def _check_id(cls, value: Any) -> str:
@@ -248,6 +262,10 @@ class MemoryItem(BaseModel):
     @classmethod
     def _check_metadata(cls, value: Any) -> dict[str, Any]:
         return validate_metadata(value)
+
+
+#: Every field of :class:`MemoryItem` (``from_stored`` takes all of them).
+_ITEM_FIELDS = frozenset(MemoryItem.model_fields)
 
 
 class MemoryFilter(BaseModel):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.types import (
@@ -48,3 +49,22 @@ def test_a_positive_integer_check_names_the_field(value: object) -> None:
 def test_a_positive_integer_passes_as_an_int() -> None:
     assert validate_positive_int(3, "limit") == 3
     assert type(validate_positive_int(np.int64(7), "dim")) is int
+
+
+def test_an_item_from_stored_values_is_the_item_they_validate_to() -> None:
+    """``from_stored`` (what the record store builds each row it reads with) makes the same object as validation
+    and as ``model_construct``, and refuses anything but every field."""
+    original = MemoryItem.create(
+        content="Alice went hiking", user_id="alice", session_id="s1", metadata={"role": "user"}, importance=0.7
+    )
+    values = dict(original.__dict__)
+    stored = MemoryItem.from_stored(dict(values))
+    assert stored == original == MemoryItem.model_construct(**values)
+    assert stored.model_fields_set == MemoryItem.model_construct(**values).model_fields_set
+    assert stored.model_dump() == original.model_dump()
+    stored.importance = 0.9  # a normal, validating model afterwards
+    with pytest.raises(ValidationError):
+        stored.importance = "very"  # type: ignore[assignment]
+    del values["explanation"]
+    with pytest.raises(ValueError, match="every field"):
+        MemoryItem.from_stored(values)

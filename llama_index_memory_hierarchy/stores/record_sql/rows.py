@@ -95,20 +95,23 @@ def validate_ids(ids: Sequence[str] | str, field: str = "ids") -> list[str]:
 def row_to_record(row: Any, with_embedding: bool, with_keyword: bool = False) -> Record:
     """A ``memories`` row (mapping) as a :class:`Record` with a UTC-aware :class:`MemoryItem` (and, ``with_keyword``,
     the terms its keyword index holds)."""
-    item = MemoryItem.model_construct(
-        id=row["id"],
-        content=row["content"],
-        memory_type=MemoryType(row["memory_type"]),
-        user_id=row["user_id"],
-        session_id=row["session_id"],
-        timestamp=_dt(row["timestamp"]),
-        created_at=_dt(row["created_at"]),
-        importance=float(row["importance"]),
-        access_count=int(row["access_count"]),
-        last_accessed=_dt(row["last_accessed"]),
-        pinned=bool(row["pinned"]),
-        metadata=json.loads(row["metadata"]),
-        score=None,
+    item = MemoryItem.from_stored(
+        {
+            "id": row["id"],
+            "content": row["content"],
+            "memory_type": MemoryType(row["memory_type"]),
+            "user_id": row["user_id"],
+            "session_id": row["session_id"],
+            "timestamp": _dt(row["timestamp"]),
+            "created_at": _dt(row["created_at"]),
+            "importance": float(row["importance"]),
+            "access_count": int(row["access_count"]),
+            "last_accessed": _dt(row["last_accessed"]),
+            "pinned": bool(row["pinned"]),
+            "metadata": json.loads(row["metadata"]),
+            "score": None,
+            "explanation": None,
+        }
     )
     embedding = _decode_embedding(row["embedding"]) if with_embedding else None
     return Record(
