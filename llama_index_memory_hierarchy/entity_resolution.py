@@ -29,6 +29,7 @@ its id; later, longer names become its display name and every name an alias.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 import uuid
@@ -66,8 +67,10 @@ def normalize_name(name: str) -> str:
     return _ARTICLE.sub("", text)
 
 
+@functools.lru_cache(maxsize=65536)
 def name_tokens(normalized: str) -> frozenset[str]:
-    """Words of a normalised name, without titles (Dr, Mr, ...)."""
+    """Words of a normalised name, without titles (Dr, Mr, ...); cached, since every search asks it of the names
+    of every entity the query's words reach."""
     return frozenset(t for t in normalized.split() if t not in _TITLES)
 
 
