@@ -31,7 +31,7 @@ import logging
 import re
 import threading
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -222,9 +222,13 @@ def asks(text: str) -> bool:
 
 def index_terms(text: str) -> list[str]:
     """Keyword tokens, stemmed: what the keyword index stores for ``text`` and what its queries search."""
-    tokens = keyword_tokens(text)
+    return stemmed(keyword_tokens(text))
+
+
+def stemmed(tokens: Sequence[str]) -> list[str]:
+    """:func:`stem` of each of ``tokens`` (from :func:`keyword_tokens`)."""
     if not tokens:
-        return tokens
+        return []
     stemmer = _english_stemmer()
     return [
         stemmer.stemWord(t) if len(t) > 3 and t.isascii() and t.isalpha() else stem(t)  # as stem(), in one call

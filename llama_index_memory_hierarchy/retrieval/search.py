@@ -53,6 +53,7 @@ from llama_index_memory_hierarchy.language import (
     named_chat_party,
     query_stopwords,
     statements,
+    stemmed,
     without_self_statements,
 )
 from llama_index_memory_hierarchy.ranking.fusion import recency
@@ -195,18 +196,16 @@ class _Candidate:
     keyword: float = 0.0
     cross_modal: float = 0.0
     graph: float = 0.0
-    own: frozenset[str] = frozenset()  # the keyword terms of what it states itself (``_own_terms``)
     when: float = 0.0  # the time prior: its time against the query's hints, and a time it names for *when*
     fresh: float = 0.0  # recency
     evidence: float = 1.0  # how much its tier vouches for it (``_evidence``)
     sources: frozenset[str] = frozenset()  # what it derives from (``_sources``)
-    content_free: bool = False
     parts: dict[str, float] = field(default_factory=dict)
 
-    @functools.cached_property
-    def profile(self) -> tuple[frozenset[str], frozenset[str], str, bool, str]:
-        """:func:`_text_profile` of its content."""
-        return _text_profile(self.item.content)
+    @property
+    def text(self) -> _Text:
+        """What ranking reads from its content (:func:`_text_of`)."""
+        return _text_of(self.item.content)
 
 
 def _admit(
@@ -214,14 +213,12 @@ def _admit(
 ) -> _Candidate:
     """A candidate with every signal that needs neither the query's vector nor the other candidates."""
     weights = DEFAULT_RECIPE.rerank
-    cand = _Candidate(item, vector, indexed, own=_own_terms(item.content), sources=_sources(item))
-    words, _, _, names_time, _ = cand.profile
+    cand = _Candidate(item, vector, indexed, sources=_sources(item))
     cand.when = weights.time * time_score(item.timestamp, query.hints) if query.hints else 0.0
-    if query.temporal and names_time:
+    if query.temporal and cand.text.names_time:
         cand.when += weights.temporal
     cand.fresh = recency(item.timestamp, query.now, config.recency_half_life_hours)
     cand.evidence = _evidence(item)
-    cand.content_free = is_content_free(words, bool(words & query.words))  # its own words: keyword text has more
     return cand
 
 
@@ -254,31 +251,63 @@ def memory_types_of(memory_types: Sequence[MemoryType | str] | MemoryType | str 
     return [t for t in MemoryType if t in wanted]
 
 
-@functools.lru_cache(maxsize=8192)
-def _text_profile(content: str) -> tuple[frozenset[str], frozenset[str], str, bool, str]:
-    """What ranking reads from a memory's text, once per distinct text: its content words, their stems,
-    its identity (normalised text), whether it mentions a time and its similarity calibration group."""
-    words = information_words(keyword_tokens(content), query_stopwords())
-    stems = frozenset(light_stem(word) for word in words)
-    return words, stems, normalised_text(content), has_time_expression(content), group_of(content)
+class _Text:
+    """What ranking reads from a memory's text, each part worked out when first asked, once per distinct text
+    (:func:`_text_of`): a search admits ~100 candidates, and most are read again by the next searches."""
+
+    def __init__(self, content: str) -> None:
+        self.content = content
+
+    @functools.cached_property
+    def tokens(self) -> list[str]:
+        return keyword_tokens(self.content)
+
+    @functools.cached_property
+    def asks(self) -> bool:
+        """Whether it asks a question (``language.asks``)."""
+        return asks(self.content)
+
+    @functools.cached_property
+    def own(self) -> frozenset[str]:
+        """The keyword index's terms of what it states itself: its text without the neighbours its keyword text
+        holds, and without its questions (``language.statements``: a question asserts nothing)."""
+        if self.asks:
+            return frozenset(index_terms(statements(self.content)))
+        return frozenset(stemmed(self.tokens))  # all it says states: a clause's tokens are its text's
+
+    @functools.cached_property
+    def addressed(self) -> frozenset[str]:
+        """The terms of what a question's turn says to the one it asks (``language.without_self_statements``)."""
+        return frozenset(index_terms(without_self_statements(self.content)))
+
+    @functools.cached_property
+    def words(self) -> frozenset[str]:
+        """Its content words (``selection.information_words``)."""
+        return information_words(self.tokens, query_stopwords())
+
+    @functools.cached_property
+    def stems(self) -> frozenset[str]:
+        return frozenset(light_stem(word) for word in self.words)
+
+    @functools.cached_property
+    def identity(self) -> str:
+        """Its normalised text: equal identities are one memory (``selection.normalised_text``)."""
+        return normalised_text(self.content)
+
+    @functools.cached_property
+    def names_time(self) -> bool:
+        """Whether it mentions a time (``language.has_time_expression``)."""
+        return has_time_expression(self.content)
+
+    @functools.cached_property
+    def group(self) -> str:
+        """Its similarity calibration group (``calibration.group_of``)."""
+        return group_of(self.content)
 
 
 @functools.lru_cache(maxsize=8192)
-def _own_terms(content: str) -> frozenset[str]:
-    """The keyword index's terms of what a memory itself states: its text without the neighbours its keyword
-    text holds, and without its questions (``language.statements``: a question asserts nothing)."""
-    return frozenset(index_terms(statements(content)))
-
-
-@functools.lru_cache(maxsize=8192)
-def _addressed_terms(content: str) -> frozenset[str]:
-    """The terms of what a question's turn says to the one it asks (``language.without_self_statements``)."""
-    return frozenset(index_terms(without_self_statements(content)))
-
-
-@functools.lru_cache(maxsize=8192)
-def _asks(content: str) -> bool:
-    return asks(content)
+def _text_of(content: str) -> _Text:
+    return _Text(content)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -305,7 +334,7 @@ def _answered_terms(candidates: Iterable[_Candidate]) -> dict[str, frozenset[str
     answered: dict[str, frozenset[str]] = {}
     window = DEFAULT_RECIPE.context_before
     for turns in sessions.values():
-        if not any(_asks(c.item.content) for c in turns):
+        if not any(c.text.asks for c in turns):
             continue
         turns.sort(key=lambda c: c.item.timestamp)
         times = [c.item.timestamp for c in turns]
@@ -319,8 +348,9 @@ def _answered_terms(candidates: Iterable[_Candidate]) -> dict[str, frozenset[str
             for other in turns[low:high]:
                 asked = other.item
                 asker = speaker_of(asked)
-                if asker != speaker_of(item) and _asks(asked.content) and _as_context(asked.content, asker) in indexed:
-                    answered[item.id] = answered.get(item.id, frozenset()) | _addressed_terms(asked.content)
+                text = _text_of(asked.content)
+                if asker != speaker_of(item) and text.asks and _as_context(asked.content, asker) in indexed:
+                    answered[item.id] = answered.get(item.id, frozenset()) | text.addressed
     return answered
 
 
@@ -483,7 +513,7 @@ class CrossTierSearch(RuntimeBound):
         hits = {i: s for i, s in keyword if i in found}
         top = max(hits.values(), default=0.0)
         terms = asked.terms
-        mine = {i: c.own for i, c in found.items()}
+        mine = {i: c.text.own for i, c in found.items()}
         for memory_id, words in _answered_terms(found.values()).items():
             mine[memory_id] |= words
         weights = _term_weights(set(terms), list(mine.values()))
@@ -542,7 +572,7 @@ class CrossTierSearch(RuntimeBound):
         graph = graph_weight * np.array([c.graph for c in candidates])
         # the cosine on the model's calibrated scale: unrelated texts at 0 whatever the model and languages
         dense = np.array([c.dense for c in candidates])
-        groups = np.array([c.profile[4] for c in candidates])
+        groups = np.array([c.text.group for c in candidates])
         for group in set(groups.tolist()):
             rows = groups == group
             dense[rows] = calibration.calibrate(dense[rows], query.group, group, role="query")
@@ -585,19 +615,20 @@ class CrossTierSearch(RuntimeBound):
             cand = candidates[i]
             item = cand.item
             cand.parts = parts = {name: column[i] for name, column in table.items()}
-            _, stems, identity, _, group = cand.profile
-            if cand.content_free:
+            text = cand.text
+            free = is_content_free(text.words, bool(text.words & query.words))  # its own words: not its context
+            if free:
                 parts["content_free"] = -(1.0 - CONTENT_FREE_FACTOR) * sum(parts.values())
             choices.append(
                 Choice(
                     key=item.id,
                     score=sum(parts.values()),
-                    words=stems,
-                    identity=identity,
+                    words=text.stems,
+                    identity=text.identity,
                     vector=cand.vector,
                     related=cand.sources,
-                    content_free=cand.content_free,
-                    group=group,
+                    content_free=free,
+                    group=text.group,
                     tiebreak=(item.importance, item.timestamp.timestamp()),
                 )
             )
