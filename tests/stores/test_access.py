@@ -59,3 +59,50 @@ def test_repeat_counts_are_grouped_per_user() -> None:
 
     asyncio.run(run())
     assert calls == [("alice", ["b"], 1), ("alice", ["a"], 2), ("bob", ["c"], 1)]
+
+
+class _Writes:
+    """A record store's ``touch`` that notes when each write came."""
+
+    def __init__(self) -> None:
+        self.at: list[float] = []
+
+    async def touch(self, user_id: str, ids: list[str], *, times: int = 1) -> None:
+        self.at.append(asyncio.get_running_loop().time())
+
+
+async def _reads_every(log: AccessLog, interval: float, duration: float) -> float:
+    """Count a read every ``interval`` seconds for ``duration``; returns when the last one was."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + duration
+    while loop.time() < end:
+        log.record("alice", ["a"])
+        await asyncio.sleep(interval)
+    return loop.time()
+
+
+async def test_bumps_wait_for_a_pause_in_the_reads(monkeypatch: Any) -> None:
+    """Reads every 20 ms for 0.3 s, the quiet time 0.1 s: no write while they go on, one after they stop."""
+    from llama_index_memory_hierarchy.stores import access
+
+    monkeypatch.setattr(access, "FLUSH_QUIET_S", 0.1)
+    monkeypatch.setattr(access, "FLUSH_MAX_DELAY_S", 10.0)
+    writes, tasks = _Writes(), []
+    log = AccessLog(writes, lambda coro: tasks.append(asyncio.ensure_future(coro)))  # type: ignore[arg-type]
+    last = await _reads_every(log, 0.02, 0.3)
+    await asyncio.gather(*tasks)
+    assert len(writes.at) == 1 and writes.at[0] >= last - 0.02 + 0.1
+
+
+async def test_reads_without_a_pause_are_written_at_the_longest_delay(monkeypatch: Any) -> None:
+    from llama_index_memory_hierarchy.stores import access
+
+    monkeypatch.setattr(access, "FLUSH_QUIET_S", 0.1)
+    monkeypatch.setattr(access, "FLUSH_MAX_DELAY_S", 0.15)
+    writes, tasks = _Writes(), []
+    log = AccessLog(writes, lambda coro: tasks.append(asyncio.ensure_future(coro)))  # type: ignore[arg-type]
+    start = asyncio.get_running_loop().time()
+    await _reads_every(log, 0.02, 0.4)
+    await asyncio.gather(*tasks)
+    assert 2 <= len(writes.at) <= 4  # every ~0.15 s while the reads went on, then one after they stopped
+    assert writes.at[0] - start < 0.15 + 0.1  # not after the reads (0.4 s): at the longest delay
