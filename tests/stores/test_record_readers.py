@@ -90,6 +90,7 @@ async def test_closing_the_store_stops_its_reader_threads(tmp_path: Path) -> Non
     await store.close()
     assert not [t for t in threading.enumerate() if t.name.startswith("lmh-sqlite-read")]
     assert readers is not None and not readers._owned  # the calling threads' own connections are closed too
+
     async def one(conn) -> None:  # type: ignore[no-untyped-def]
         await conn.execute(sa.select(1))
 
