@@ -354,7 +354,7 @@ def _answered_terms(candidates: Iterable[_Candidate]) -> dict[str, frozenset[str
     return answered
 
 
-def _term_weights(terms: set[str], texts: Sequence[frozenset[str]]) -> dict[str, float]:
+def _term_weights(terms: Iterable[str], texts: Sequence[frozenset[str]]) -> dict[str, float]:
     """Each query term's inverse document frequency among the candidates' own texts (rare terms weigh more)."""
     n = len(texts)
     return {t: math.log(1.0 + (n + 1) / (sum(1 for text in texts if t in text) + 1)) for t in terms}
@@ -516,7 +516,7 @@ class CrossTierSearch(RuntimeBound):
         mine = {i: c.text.own for i, c in found.items()}
         for memory_id, words in _answered_terms(found.values()).items():
             mine[memory_id] |= words
-        weights = _term_weights(set(terms), list(mine.values()))
+        weights = _term_weights(terms, list(mine.values()))
         total = sum(weights.values())
         for memory_id, cand in found.items():
             own = sum(weights[t] for t in terms & mine[memory_id]) / total if total else 1.0
