@@ -139,16 +139,17 @@ def test_a_read_waits_for_no_writer_and_sees_every_committed_write(tmp_path: Pat
         assert in_transaction.wait(10)
         assert [n.id for n in store.get(ids=["a", "b"])] == ["a"]  # at once: the lock is held, "b" uncommitted
         with pytest.raises(sqlite3.OperationalError, match="readonly"):
-            store._reader().execute("DELETE FROM graph_nodes")  # the read connection cannot write
+            store._readers.get().execute("DELETE FROM graph_nodes")  # the read connection cannot write
     finally:
         release.set()
         writer.join()
     assert [n.id for n in store.get(ids=["a", "b"])] == ["a", "b"]
-    readers = list(store._readers)
+    reader = store._readers.get()  # this thread's, which the reads above used
     store.close()
-    for reader in readers:  # closed with the store
-        with pytest.raises(sqlite3.ProgrammingError):
-            reader.execute("SELECT 1")
+    with pytest.raises(sqlite3.ProgrammingError):  # closed with the store
+        reader.execute("SELECT 1")
+    with pytest.raises(StoreError, match="closed"):
+        store.get(ids=["a"])
 
 
 async def test_async_twins_and_factory(tmp_path: Path) -> None:

@@ -71,6 +71,7 @@ from llama_index.core.graph_stores.types import (
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilters, VectorStoreQuery
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError, SchemaVersionError, StoreError
+from llama_index_memory_hierarchy.stores.per_thread import PerThread
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +114,13 @@ CREATE INDEX IF NOT EXISTS graph_relations_user ON graph_relations (user_id);
 """
 
 _NODE_COLUMNS = "n.id, n.kind, n.name, n.label, n.text, n.properties"
+
+
+def _read_only(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
+    """A connection of the file that can only read (autocommit: each statement reads the latest commit)."""
+    connection = sqlite3.connect(str(path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
+    connection.execute("PRAGMA query_only=ON")
+    return connection
 
 
 def _dumps(value: dict[str, Any], field: str) -> str:
@@ -178,10 +186,10 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
         self.path = Path(path).expanduser().resolve()
         self._lock = threading.RLock()
         self._closed = False
-        self._busy_timeout_s = busy_timeout_s
-        self._own = threading.local()  # each thread's read-only connection (``_reader``)
-        self._readers: list[sqlite3.Connection] = []
-        self._readers_lock = threading.Lock()
+        self._readers: PerThread[sqlite3.Connection] = PerThread(  # each reading thread's own (``_read``)
+            lambda: _read_only(self.path, busy_timeout_s),
+            lambda: StoreError(f"{self.path}: the graph store is closed"),
+        )
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(
@@ -256,26 +264,10 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """One statement on this thread's own read-only connection: it sees every committed write and, in WAL
         mode, waits neither for a writer nor for the lock, so a read may run on an event loop's own thread."""
-        if self._closed:
-            raise StoreError(f"{self.path}: the graph store is closed")
         try:
-            return self._reader().execute(sql, params).fetchall()
+            return self._readers.get().execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: graph read failed: {exc}") from exc
-
-    def _reader(self) -> sqlite3.Connection:
-        connection: sqlite3.Connection | None = getattr(self._own, "connection", None)
-        if connection is None:
-            with self._readers_lock:
-                if self._closed:
-                    raise StoreError(f"{self.path}: the graph store is closed")
-                connection = sqlite3.connect(
-                    str(self.path), timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
-                )
-                connection.execute("PRAGMA query_only=ON")
-                self._readers.append(connection)
-            self._own.connection = connection
-        return connection
 
     @property
     def client(self) -> sqlite3.Connection:
@@ -287,11 +279,8 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
         with self._lock:
             if self._closed:
                 return
-            with self._readers_lock:
-                self._closed = True
-                readers, self._readers = self._readers, []
-            for reader in readers:
-                reader.close()
+            self._closed = True
+            self._readers.close(sqlite3.Connection.close)
             try:
                 self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error:  # pragma: no cover - best effort

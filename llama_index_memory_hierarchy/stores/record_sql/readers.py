@@ -17,7 +17,6 @@ on a connection whose ``execute`` is synchronous.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,6 +24,8 @@ from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy import event
+
+from llama_index_memory_hierarchy.stores.per_thread import PerThread
 
 T = TypeVar("T")
 
@@ -62,10 +63,9 @@ class SQLiteReaders:
         self._executor = ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="lmh-sqlite-read")
         # a thread's own connection is never shared: no pool, kept open until close()
         self._own_engine = _read_only_engine(path, busy_timeout_ms, poolclass=sa.pool.NullPool)
-        self._own = threading.local()
-        self._owned: list[sa.Connection] = []
-        self._owned_lock = threading.Lock()
-        self._closed = False
+        self._owned: PerThread[sa.Connection] = PerThread(
+            self._own_engine.connect, lambda: RuntimeError("the SQLite readers are closed")
+        )
 
     async def aread(self, work: Callable[[Any], Awaitable[T]]) -> T:
         """``work(conn)`` (one read statement) in a reader thread."""
@@ -73,15 +73,7 @@ class SQLiteReaders:
 
     def read_here(self, work: Callable[[Any], Awaitable[T]]) -> T:
         """``work(conn)`` (one small read statement) at once, on this thread's own connection."""
-        if self._closed:
-            raise RuntimeError("the SQLite readers are closed")
-        connection = getattr(self._own, "connection", None)
-        if connection is None:
-            with self._owned_lock:
-                if self._closed:
-                    raise RuntimeError("the SQLite readers are closed")
-                connection = self._own.connection = self._own_engine.connect()
-                self._owned.append(connection)
+        connection = self._owned.get()
         try:
             return complete(cast(Coroutine[Any, Any, T], work(_SyncConnection(connection))))
         finally:
@@ -94,11 +86,7 @@ class SQLiteReaders:
     def close(self) -> None:
         """Stop the reader threads and close every connection (idempotent)."""
         self._executor.shutdown(wait=True)
-        with self._owned_lock:
-            self._closed = True
-            owned, self._owned = self._owned, []
-        for connection in owned:
-            connection.close()
+        self._owned.close(sa.Connection.close)
         self._own_engine.dispose()
         self._engine.dispose()
 
