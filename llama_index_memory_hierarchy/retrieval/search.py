@@ -166,12 +166,14 @@ class _Query:
     temporal: bool  # it asks *when*
     words: frozenset[str]  # its content words (none for a content-free query: "好的", "ok")
     group: str  # its calibration group
+    keywords: str  # what the keyword search looks for (``keyword_terms``)
     terms: frozenset[str]  # its keyword index terms
 
     @classmethod
     def of(cls, text: str) -> _Query:
         now = utcnow()
         words = information_words(keyword_tokens(text), query_stopwords())
+        keywords = " ".join(keyword_terms(text))
         return cls(
             text=text,
             now=now,
@@ -180,7 +182,8 @@ class _Query:
             temporal=has_temporal_intent(text),
             words=frozenset() if is_content_free(words, matched_query=False) else words,
             group=group_of(text),
-            terms=frozenset(index_terms(" ".join(keyword_terms(text)))),
+            keywords=keywords,
+            terms=frozenset(index_terms(keywords)),
         )
 
 
@@ -472,8 +475,9 @@ class CrossTierSearch(RuntimeBound):
         async def keyword_hits_and_candidates() -> tuple[list[tuple[str, float]], list[_Candidate]]:
             if not durable:
                 return [], []
-            terms = " ".join(keyword_terms(query))
-            hits = await context.records.keyword_search(user, terms, memory_type=only, filters=flt, limit=depth)
+            hits = await context.records.keyword_search(
+                user, asked.keywords, memory_type=only, filters=flt, limit=depth
+            )
             return hits, await admitted([i for i, _ in hits])
 
         async def embedded_and_dense() -> tuple[np.ndarray, list[tuple[str, float]]]:
