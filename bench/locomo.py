@@ -39,7 +39,17 @@ REPO = HERE.parent
 sys.path[:0] = [str(HERE), str(REPO)]
 
 from embed_cache import CachedEmbedder, as_llama_embedding  # noqa: E402
-from locomo_data import CATEGORY_NAMES, QA, Conversation, Slot, Turn, load_locomo, score_rankings  # noqa: E402
+from locomo_data import (  # noqa: E402
+    CATEGORY_NAMES,
+    QA,
+    Conversation,
+    Derived,
+    Slot,
+    Turn,
+    load_locomo,
+    reproduces,
+    score_rankings,
+)
 from locomo_retrievers import (  # noqa: E402
     BM25Baseline,
     DenseBaseline,
@@ -162,8 +172,9 @@ class HierarchySystem:
 class WholeHierarchySystem(HierarchySystem):
     """The whole hierarchy, as a new user would run it: the turns as episodic memories, each session
     consolidated offline (``manager.consolidate(session_id=...)``: facts, summaries), then searched
-    through ``memory.as_retriever(similarity_top_k=k)``. A derived memory counts for the turns in its
-    ``source_ids``."""
+    through ``memory.as_retriever(similarity_top_k=k)``: k is the number of memories shown. A derived memory
+    counts for the turns of its ``source_ids`` whose content words it reproduces at least half of
+    (``locomo_data.reproduces``); the scores counted for every id of its ``source_ids`` come beside them."""
 
     name = "hierarchy"
 
@@ -172,7 +183,7 @@ class WholeHierarchySystem(HierarchySystem):
         for session in dict.fromkeys(f"s{t.session}" for t in turns):
             self._memory.manager.consolidate(session_id=session)
         self._dia = {
-            item.id: str(item.metadata.get("dia_id"))
+            item.id: (str(item.metadata.get("dia_id")), item.content)
             for item in self._memory.episodic.get_timeline()
             if item.metadata.get("dia_id")
         }
@@ -185,7 +196,9 @@ class WholeHierarchySystem(HierarchySystem):
                 slots.append(str(metadata["dia_id"]))
             else:
                 sources = [self._dia[s] for s in metadata.get("source_ids") or [] if s in self._dia]
-                slots.append(tuple(sources))
+                text = node.node.get_content()
+                shown = tuple(dia for dia, turn in sources if reproduces(text, turn))
+                slots.append(Derived(shown=shown, sources=tuple(dia for dia, _ in sources)))
         return slots
 
 
@@ -245,8 +258,24 @@ def run_system(
     if close is not None:
         close()
     scores = score_rankings(results, ks)
+    if any(isinstance(slot, Derived) for _, ranked in results for slot in ranked):
+        scores[BY_SOURCES] = score_rankings(results, ks, by_sources=True)
     scores["_timing"] = timing(turns_indexed, index_seconds, latencies)
     return scores
+
+
+#: Key of a system's scores with a derived memory counted for every turn of its ``source_ids``.
+BY_SOURCES = "_by_sources"
+
+
+def with_lenient_rows(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The results plus, under each system that showed derived memories, a row of its scores counted by sources."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, scores in results.items():
+        out[name] = scores
+        if BY_SOURCES in scores:
+            out[f"{name} (derived: every source id)"] = scores[BY_SOURCES]
+    return out
 
 
 def timing(turns_indexed: int, index_seconds: float, latencies: Sequence[float]) -> dict[str, float]:
@@ -393,7 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             system = make_system(name, embedder, Path(workdir))
             results[name] = run_system(system, conversations, ks, args.questions)
             logger.info("%s done", name)
-    print_table("LoCoMo retrieval (recall@k per category)", results, ks, args.plain)
+    print_table("LoCoMo retrieval (recall@k per category)", with_lenient_rows(results), ks, args.plain)
 
     ablation: dict[str, dict[str, Any]] = {}
     if args.ablation:

@@ -156,45 +156,77 @@ def load_locomo(path: str | Path, conversations: int | None = None) -> list[Conv
 
 
 # ---------------------------------------------------------------------------------- metrics
-#: One ranked result: a turn id, or the ids of the turns a derived memory (fact, summary) comes from.
-Slot = str | tuple[str, ...]
+@dataclass(frozen=True)
+class Derived:
+    """A derived memory (fact, summary) the agent is shown: the source turns whose content it reproduces, and all."""
+
+    shown: tuple[str, ...]  # the turns it reproduces at least half the content words of (``reproduces``)
+    sources: tuple[str, ...]  # every turn of its ``source_ids``
 
 
-def slot_ids(slot: Slot) -> tuple[str, ...]:
-    """The turn ids one ranked result stands for."""
-    return (slot,) if isinstance(slot, str) else tuple(slot)
+#: One ranked result (one memory shown): a turn id, or a derived memory.
+Slot = str | Derived
 
 
-def covered(ranked: Sequence[Slot], k: int) -> set[str]:
-    """Turn ids of the first ``k`` ranked results (a derived memory counts for all its sources)."""
-    return {dia_id for slot in ranked[:k] for dia_id in slot_ids(slot)}
+#: Share of a turn's content words a derived memory must hold to count for that turn.
+REPRODUCED_SHARE = 0.5
 
 
-def recall_at(ranked: Sequence[Slot], evidence: Sequence[str], k: int) -> float:
-    """Share of evidence ids found in the first ``k`` ranked results."""
-    top = covered(ranked, k)
+def content_words(text: str) -> frozenset[str]:
+    """The content words of ``text`` (the library's tokens less its stop-words), lightly stemmed."""
+    from llama_index_memory_hierarchy.language import keyword_tokens, query_stopwords
+    from llama_index_memory_hierarchy.ranking.pipeline import light_stem
+
+    stop = query_stopwords()
+    return frozenset(light_stem(t) for t in keyword_tokens(text) if t not in stop)
+
+
+def reproduces(derived: str, turn: str) -> bool:
+    """Whether the text of a derived memory holds at least :data:`REPRODUCED_SHARE` of a turn's content words."""
+    words = content_words(turn)
+    return bool(words) and len(words & content_words(derived)) >= REPRODUCED_SHARE * len(words)
+
+
+def slot_ids(slot: Slot, by_sources: bool = False) -> tuple[str, ...]:
+    """The turn ids one shown memory counts for: a derived memory for the turns it reproduces, or with
+    ``by_sources`` for every id of its ``source_ids`` (the older, lenient count)."""
+    if isinstance(slot, str):
+        return (slot,)
+    return slot.sources if by_sources else slot.shown
+
+
+def covered(ranked: Sequence[Slot], k: int, by_sources: bool = False) -> set[str]:
+    """Turn ids of the first ``k`` memories shown (see :func:`slot_ids`)."""
+    return {dia_id for slot in ranked[:k] for dia_id in slot_ids(slot, by_sources)}
+
+
+def recall_at(ranked: Sequence[Slot], evidence: Sequence[str], k: int, by_sources: bool = False) -> float:
+    """Share of evidence ids found in the first ``k`` memories shown."""
+    top = covered(ranked, k, by_sources)
     return sum(1 for e in evidence if e in top) / len(evidence)
 
 
-def hit_at(ranked: Sequence[Slot], evidence: Sequence[str], k: int) -> float:
+def hit_at(ranked: Sequence[Slot], evidence: Sequence[str], k: int, by_sources: bool = False) -> float:
     """1.0 when any evidence id is in the first ``k``."""
-    top = covered(ranked, k)
+    top = covered(ranked, k, by_sources)
     return 1.0 if any(e in top for e in evidence) else 0.0
 
 
-def reciprocal_rank(ranked: Sequence[Slot], evidence: Sequence[str]) -> float:
-    """1 / rank of the first result holding an evidence id (0 when none was retrieved)."""
+def reciprocal_rank(ranked: Sequence[Slot], evidence: Sequence[str], by_sources: bool = False) -> float:
+    """1 / rank of the first memory shown that holds an evidence id (0 when none was retrieved)."""
     wanted = set(evidence)
     for rank, slot in enumerate(ranked, start=1):
-        if wanted.intersection(slot_ids(slot)):
+        if wanted.intersection(slot_ids(slot, by_sources)):
             return 1.0 / rank
     return 0.0
 
 
-def score_rankings(results: Sequence[tuple[QA, Sequence[Slot]]], ks: Sequence[int]) -> dict[str, dict[str, float]]:
+def score_rankings(
+    results: Sequence[tuple[QA, Sequence[Slot]]], ks: Sequence[int], by_sources: bool = False
+) -> dict[str, dict[str, float]]:
     """Aggregate recall@k, hit@k and MRR per category, plus "overall" (categories 1-4).
 
-    Questions without any valid evidence are skipped (counted in ``n_skipped``).
+    Questions without any valid evidence are skipped (counted in ``n_skipped``); ``by_sources``: see :func:`slot_ids`.
     """
     buckets: dict[str, list[dict[str, float]]] = defaultdict(list)
     skipped = 0
@@ -202,10 +234,10 @@ def score_rankings(results: Sequence[tuple[QA, Sequence[Slot]]], ks: Sequence[in
         if not qa.evidence:
             skipped += 1
             continue
-        row = {"mrr": reciprocal_rank(ranked, qa.evidence)}
+        row = {"mrr": reciprocal_rank(ranked, qa.evidence, by_sources)}
         for k in ks:
-            row[f"recall@{k}"] = recall_at(ranked, qa.evidence, k)
-            row[f"hit@{k}"] = hit_at(ranked, qa.evidence, k)
+            row[f"recall@{k}"] = recall_at(ranked, qa.evidence, k, by_sources)
+            row[f"hit@{k}"] = hit_at(ranked, qa.evidence, k, by_sources)
         buckets[str(qa.category)].append(row)
         if qa.category in OVERALL_CATEGORIES:
             buckets["overall"].append(row)

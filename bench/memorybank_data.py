@@ -17,7 +17,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-from locomo_data import QA, Conversation, Turn, covered, hit_at, reciprocal_rank
+from locomo_data import QA, Conversation, Slot, Turn, covered, hit_at, reciprocal_rank
 
 #: File suffix of each language in the dataset folder.
 LANGUAGES = {"zh": "cn", "en": "en"}
@@ -110,14 +110,14 @@ def load_memorybank(
     return list(conversations.values())
 
 
-def group_recall_at(ranked: Sequence[str], groups: Sequence[Sequence[str]], k: int) -> float:
-    """Share of evidence groups with at least one id in the first ``k`` ranked ids."""
-    top = covered(ranked, k)  # a derived memory counts for the turns it comes from
+def group_recall_at(ranked: Sequence[Slot], groups: Sequence[Sequence[str]], k: int, by_sources: bool = False) -> float:
+    """Share of evidence groups with at least one id in the first ``k`` memories shown (``locomo_data.slot_ids``)."""
+    top = covered(ranked, k, by_sources)
     return sum(1 for g in groups if any(e in top for e in g)) / len(groups)
 
 
 def score_groups(
-    results: Sequence[tuple[tuple[tuple[str, ...], ...], Sequence[str]]], ks: Sequence[int]
+    results: Sequence[tuple[tuple[tuple[str, ...], ...], Sequence[Slot]]], ks: Sequence[int], by_sources: bool = False
 ) -> dict[str, dict[str, float]]:
     """recall@k (by group), hit@k and MRR averaged over the questions, as ``{"overall": {...}}``."""
     rows = []
@@ -127,10 +127,10 @@ def score_groups(
             skipped += 1
             continue
         flat = [e for g in groups for e in g]
-        row = {"mrr": reciprocal_rank(ranked, flat)}
+        row = {"mrr": reciprocal_rank(ranked, flat, by_sources)}
         for k in ks:
-            row[f"recall@{k}"] = group_recall_at(ranked, groups, k)
-            row[f"hit@{k}"] = hit_at(ranked, flat, k)
+            row[f"recall@{k}"] = group_recall_at(ranked, groups, k, by_sources)
+            row[f"hit@{k}"] = hit_at(ranked, flat, k, by_sources)
         rows.append(row)
     summary: dict[str, dict[str, float]] = {"_meta": {"n_skipped": float(skipped)}}
     if rows:

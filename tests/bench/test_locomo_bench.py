@@ -18,12 +18,14 @@ sys.path.insert(0, str(BENCH))
 
 import locomo  # noqa: E402
 from locomo_data import (  # noqa: E402
+    Derived,
     hit_at,
     load_locomo,
     normalise_evidence,
     parse_session_date,
     recall_at,
     reciprocal_rank,
+    reproduces,
     score_rankings,
 )
 
@@ -112,9 +114,19 @@ def test_metrics() -> None:
     assert hit_at(ranked, ["d"], 3) == 0.0 and hit_at(ranked, ["d"], 4) == 1.0
     assert reciprocal_rank(ranked, ["c", "d"]) == pytest.approx(1 / 3)
     assert reciprocal_rank(ranked, ["z"]) == 0.0
-    derived = ["a", ("b", "c"), "d"]  # a derived memory counts for the turns it comes from
+    # a derived memory counts for the turns it reproduces; with by_sources for every turn it comes from
+    derived = ["a", Derived(shown=("c",), sources=("b", "c")), "d"]
     assert recall_at(derived, ["c", "d"], 2) == 0.5 and hit_at(derived, ["c"], 2) == 1.0
+    assert hit_at(derived, ["b"], 2) == 0.0 and hit_at(derived, ["b"], 2, by_sources=True) == 1.0
     assert reciprocal_rank(derived, ["c"]) == pytest.approx(1 / 2)
+
+
+def test_a_derived_memory_counts_for_a_turn_whose_content_words_it_reproduces() -> None:
+    turn = "I finally repaired the old sailboat with my uncle last weekend."
+    assert reproduces("Dana repaired the old sailboat with her uncle.", turn)
+    assert not reproduces("Dana spent the weekend with family.", turn)
+    assert reproduces("用户和叔叔修好了旧帆船", "我和叔叔修好了旧帆船")
+    assert not reproduces("anything", "ok!")  # a turn without content words is never reproduced
 
 
 def test_score_rankings_by_category(data_file: Path) -> None:
