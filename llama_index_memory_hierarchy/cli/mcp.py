@@ -53,9 +53,11 @@ def run_mcp(args: argparse.Namespace, out: Output) -> int:
             raise UsageError(f"--port: must be 1-65535, got {args.port}")
         if not args.path.startswith("/"):
             raise UsageError(f"--path: must start with '/', got {args.path!r}")
-    from llama_index_memory_hierarchy.mcp_server.access import Principal, TokenTable  # light: pydantic only
+    from llama_index_memory_hierarchy.mcp_server.access import Principal, TokenTable, readable_by_others
 
     tokens = TokenTable.from_file(tokens_file) if args.http else None
+    if tokens is not None and readable_by_others(tokens_file):
+        out.warn(f"{tokens_file}: other users of this machine may read the tokens (chmod 600 {tokens_file})")
     config = load_config(args)
     llm = resolve_cli_llm(args)
     # Whatever a library prints while loading must not reach a stdio client's protocol stream.
@@ -95,7 +97,9 @@ def _serve_http(server: Any, args: argparse.Namespace, out: Output, n_tokens: in
             f"serving on {args.host}, reachable from other machines: put a TLS terminator (a reverse proxy with "
             "HTTPS) in front, or bearer tokens travel in clear"
         )
-    app = server.streamable_http_app(host=args.host, streamable_http_path=args.path)
+    from llama_index_memory_hierarchy.mcp_server.server import http_app
+
+    app = http_app(server, host=args.host, path=args.path)
     level = "debug" if args.debug else "info" if args.verbose else "warning"
     config = uvicorn.Config(
         app, host=args.host, port=args.port, log_level=level, timeout_graceful_shutdown=5, server_header=False

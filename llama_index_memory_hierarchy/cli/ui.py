@@ -21,7 +21,8 @@ def register(commands: Any, parents: list[argparse.ArgumentParser], formatter: A
         description="Serve a local web page over ONE user's memory (--user with --dir, or a --config "
         "deployment): search with explanations, the timeline by session, the knowledge graph, the profile and "
         "what get() would inject for an input. Read-only unless --allow-edits (pin, forget, forget everything). "
-        "The user is fixed for the server's life: no URL reaches another user's data.",
+        "The user is fixed for the server's life: no URL reaches another user's data. Every page needs the "
+        "secret link printed at start (a new secret each run, kept in a cookie once opened).",
     )
     ui.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, loopback only)")
     ui.add_argument("--port", type=int, default=8770, help="port (default: 8770)")
@@ -41,14 +42,17 @@ def run_ui(args: argparse.Namespace, out: Output) -> int:
     if not 0 < args.port < 65536:
         raise CLIError(f"--port: {args.port} is not a port number", code=2)
     if args.host not in LOOPBACK:
-        out.warn(f"--host {args.host}: the inspector is reachable from other machines; it has no login")
+        out.warn(f"--host {args.host}: the inspector is reachable from other machines, over plain HTTP")
     with open_memory(args, out, session=UI_SESSION) as memory:
         load_embeddings(memory, out)
         hosts = sorted({args.host.strip("[]"), "127.0.0.1", "localhost"})
         app = create_app(memory, allow_edits=args.allow_edits, hosts=hosts, location=describe_location(memory.config))
         mode = "edits allowed" if args.allow_edits else "read-only"
         shown = f"[{args.host}]" if ":" in args.host else args.host
-        out.note(f"memory inspector of {memory.user_id!r} ({mode}) on http://{shown}:{args.port}/ (Ctrl-C stops)")
+        secret = app.state.inspector.access_token  # new each run: only who reads this line can open the pages
+        out.note(f"memory inspector of {memory.user_id!r} ({mode}); open this link (Ctrl-C stops):")
+        # the link is what the command gives: shown with --quiet too, on one line whatever the width
+        out.err.print(f"    http://{shown}:{args.port}/?token={secret}", soft_wrap=True, markup=False)
         config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False)
         uvicorn.Server(config).run()
     return 0

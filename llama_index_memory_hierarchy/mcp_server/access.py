@@ -12,7 +12,8 @@ user, or is an admin token that may name the user in its tool calls::
     admin = true                    # may pass user_id="..." (an admin without `user` must)
 
 The same list in JSON is ``{"tokens": [{"token": "...", "user": "alice"}, ...]}``. Tokens are
-compared by their SHA-256 digest in constant time, and never logged.
+compared by their SHA-256 digest in constant time, and never logged. Keep the file private
+(``chmod 600``): ``lmh mcp`` warns when others may read it (:func:`readable_by_others`).
 """
 
 from __future__ import annotations
@@ -83,6 +84,14 @@ def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+def readable_by_others(path: str | Path) -> bool:
+    """Whether users other than the file's owner may read the token file (group or world bits set)."""
+    try:
+        return bool(Path(path).expanduser().stat().st_mode & 0o044)
+    except OSError:
+        return False  # from_file says what is wrong with it
+
+
 class TokenTable:
     """The tokens an HTTP server accepts, each mapped to its :class:`Principal`."""
 
@@ -131,4 +140,4 @@ class TokenTable:
         return len(self._by_digest)
 
 
-__all__ = ["MIN_TOKEN_CHARS", "Principal", "TokenEntry", "TokenTable", "token_digest"]
+__all__ = ["MIN_TOKEN_CHARS", "Principal", "TokenEntry", "TokenTable", "readable_by_others", "token_digest"]

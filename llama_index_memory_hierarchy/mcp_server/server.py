@@ -16,6 +16,7 @@ message, never as a crash of the server.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -52,6 +53,8 @@ documents. You never need to pass `user_id`: the server knows whose memory this 
 _NOT_FOUND_PREFIX = "No memory with id="
 _MAX_TIMELINE = 200
 _MAX_RELATED = 50
+#: ``Bearer``, one space, an RFC 6750 token (no spaces).
+_BEARER = re.compile(r"Bearer [A-Za-z0-9\-._~+/]+=*")
 
 WritableTier = Literal["semantic", "episodic", "working"]
 SearchTier = Literal["all", "working", "episodic", "semantic", "perceptual"]
@@ -414,15 +417,25 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
 
         return await _call(run)
 
-    @server.resource("memory://profile", name="profile", mime_type="text/plain")
-    async def profile_resource() -> str:
-        """The user's profile (preferences and facts from memory), to attach as context."""
+    async def read_profile(requested: str | None) -> str:
         try:
-            return await _profile_text(service.memory(_principal(service, None).resolve_user(None)))
+            return await _profile_text(service.memory(_principal(service, None).resolve_user(requested)))
         except (MemoryHierarchyError, ToolError) as exc:
             from mcp.server.mcpserver.exceptions import ResourceError
 
             raise ResourceError(str(exc)) from None
+
+    # named apart from the `profile` tool: clients that list resources as tools (LlamaIndex's
+    # McpToolSpec(include_resources=True)) need unique names
+    @server.resource("memory://profile", name="user_profile", mime_type="text/plain")
+    async def profile_resource() -> str:
+        """The user's profile (preferences and facts from memory), to attach as context."""
+        return await read_profile(None)
+
+    @server.resource("memory://users/{user_id}/profile", name="named_user_profile", mime_type="text/plain")
+    async def named_profile_resource(user_id: str) -> str:
+        """The profile of the user named in the address: an admin token's way to read any user's (others: their own)."""
+        return await read_profile(user_id)
 
     @server.prompt(name="use_memory", description="Instructions for an assistant that has this memory server.")
     def use_memory() -> str:
@@ -443,6 +456,37 @@ async def _profile_text(memory: HierarchicalMemory) -> str:
     return "\n".join(lines)
 
 
+class ExactBearer:
+    """ASGI middleware: an ``Authorization`` header must read exactly ``Bearer <token>`` (else 401).
+
+    The SDK takes any capitalisation of the scheme and everything after it as the token; a header
+    in another form is a client bug or a probe, refused before the token is looked at.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            values = [v.decode("latin-1") for k, v in scope.get("headers", ()) if k.lower() == b"authorization"]
+            if values and (len(values) > 1 or not _BEARER.fullmatch(values[0])):
+                from starlette.responses import JSONResponse
+
+                response = JSONResponse(
+                    {"error": "invalid_request", "error_description": "use exactly 'Authorization: Bearer <token>'"},
+                    status_code=401,
+                    headers={"WWW-Authenticate": 'Bearer error="invalid_request"'},
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def http_app(server: MCPServer, *, host: str, path: str) -> Any:
+    """The streamable HTTP app of ``server`` at ``path``, refusing malformed ``Authorization`` headers."""
+    return ExactBearer(server.streamable_http_app(host=host, streamable_http_path=path))
+
+
 def _auth_options(table: TokenTable | None) -> dict[str, Any]:
     """Bearer-token settings for the SDK (HTTP); none for a server with a fixed user."""
     if table is None:
@@ -456,4 +500,12 @@ def _auth_options(table: TokenTable | None) -> dict[str, Any]:
     }
 
 
-__all__ = ["INSTRUCTIONS", "SERVER_NAME", "MemoryService", "TokenFileVerifier", "build_server"]
+__all__ = [
+    "INSTRUCTIONS",
+    "SERVER_NAME",
+    "ExactBearer",
+    "MemoryService",
+    "TokenFileVerifier",
+    "build_server",
+    "http_app",
+]

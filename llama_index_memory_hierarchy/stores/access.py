@@ -9,6 +9,10 @@ are separated by its LLM calls), and at most :data:`FLUSH_MAX_DELAY_S` after the
 when the stores close). Bumps are soft data: they are counted exactly, but a process killed before
 they are written loses them, never a memory. Ranking reads none of them, so when they land changes
 no result.
+
+A person looking (the inspector's search and ``get()`` preview) is not the agent recalling: reads
+inside :func:`uncounted` bump nothing, so a page view (or a cross-site ``<img>`` of a search URL)
+cannot change what forgetting and importance see.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ import asyncio
 import contextlib
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from llama_index_memory_hierarchy.stores.base import RecordStore
@@ -26,6 +31,19 @@ from llama_index_memory_hierarchy.stores.base import RecordStore
 FLUSH_QUIET_S = 0.2
 #: The longest bumps wait while reads go on without such a pause.
 FLUSH_MAX_DELAY_S = 5.0
+
+#: False inside :func:`uncounted` (a context variable: it follows the read onto the runtime loop).
+_COUNTED: ContextVar[bool] = ContextVar("lmh_accesses_counted", default=True)
+
+
+@contextlib.contextmanager
+def uncounted() -> Iterator[None]:
+    """Reads made inside this block (in this task, and the runtime work it awaits) bump no access counts."""
+    token = _COUNTED.set(False)
+    try:
+        yield
+    finally:
+        _COUNTED.reset(token)
 
 
 class AccessLog:
@@ -41,7 +59,7 @@ class AccessLog:
 
     def record(self, user_id: str, ids: Sequence[str]) -> None:
         """Count one access of each of ``ids`` (on the runtime loop); written when the reads pause (see above)."""
-        if not ids:
+        if not ids or not _COUNTED.get():
             return
         self._pending.setdefault(user_id, Counter()).update(dict.fromkeys(ids, 1))
         self._last = time.monotonic()

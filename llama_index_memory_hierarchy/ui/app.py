@@ -12,20 +12,24 @@ Why it is safe to leave running on a developer machine:
   Memory ids are looked up within that user only, and a request that names any other user in
   its query (``?user=``, ``?user_id=``) is refused with 403, so a page can never seem to show
   someone else's memory. To inspect another user, start another server.
+- **A secret per run**, as Jupyter's token: ``lmh ui`` prints a link carrying it (``/?token=...``);
+  opening it sets an ``HttpOnly``, ``SameSite=Strict`` cookie and drops the token from the address.
+  Every page needs that cookie (or ``Authorization: Bearer <secret>``), so another process or user
+  of the machine, or another web site, reads nothing; only ``/healthz`` and the CSS are open.
 - **Loopback, and only its own host names.** It binds 127.0.0.1 by default, and answers only
   requests whose ``Host`` is the address it serves (DNS-rebinding pages get 400).
 - **Edits are POST forms with a CSRF token**: a random per-process token in a hidden field,
   compared in constant time, plus ``Origin`` / ``Sec-Fetch-Site`` checks when the browser sends
-  them; no cookies are used, so another site cannot ride a session. Read-only unless the
-  server was started with ``--allow-edits``.
+  them. Read-only unless the server was started with ``--allow-edits``.
+- **GETs change nothing**: searching and the ``get()`` preview here bump no access counts (a person
+  looking is not the agent recalling; see :func:`~llama_index_memory_hierarchy.stores.access.uncounted`).
 - **No external resources**: a strict ``Content-Security-Policy``; CSS and icon are served from
   the package; the graph view is self-contained and sandboxed in its own frame.
-
-Searching here counts as an access (``access_count``), as ``lmh search`` does.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import logging
@@ -33,7 +37,7 @@ import secrets
 from collections import OrderedDict
 from importlib import resources
 from typing import TYPE_CHECKING, Any, ClassVar
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
@@ -46,6 +50,7 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.stores.access import uncounted
 from llama_index_memory_hierarchy.types import MemoryType, validate_memory_id
 
 if TYPE_CHECKING:
@@ -68,16 +73,29 @@ GRAPH_POLICY = (
 )
 STATIC = {"ui.css": "text/css; charset=utf-8", "favicon.svg": "image/svg+xml"}
 TIMELINE_LIMIT = 500
+#: Paths served without the run's secret: nothing of any memory is in them.
+OPEN_PATHS = ("/healthz", "/favicon.ico", "/static/")
 
 
 class Inspector:
     """State of one server: the memory it inspects, whether edits are allowed, the CSRF token."""
 
-    def __init__(self, memory: HierarchicalMemory, *, allow_edits: bool = False, location: str = "") -> None:
+    def __init__(
+        self,
+        memory: HierarchicalMemory,
+        *,
+        allow_edits: bool = False,
+        location: str = "",
+        access_token: str | None = None,
+    ) -> None:
         self.memory = memory
         self.allow_edits = allow_edits
         self.location = location
         self.csrf_token = secrets.token_urlsafe(32)
+        #: The run's secret (the ``?token=`` of the printed link, then the cookie).
+        self.access_token = access_token or secrets.token_urlsafe(32)
+        # cookies are not scoped by port: a name of its own per secret keeps two inspectors apart
+        self.cookie_name = "lmh_ui_" + hashlib.sha256(self.access_token.encode()).hexdigest()[:12]
         env = Environment(
             loader=PackageLoader("llama_index_memory_hierarchy.ui", "templates"),
             autoescape=select_autoescape(default=True),
@@ -103,6 +121,10 @@ class Inspector:
         return self.templates.TemplateResponse(request, name, context, status_code=status_code)
 
     # ------------------------------------------------------------------ checks
+    def knows(self, secret: str | None) -> bool:
+        """Whether ``secret`` is this run's (compared in constant time)."""
+        return secret is not None and hmac.compare_digest(secret.encode(), self.access_token.encode())
+
     def check_user(self, request: Request) -> None:
         for name in USER_PARAMETERS:
             for value in request.query_params.getlist(name):
@@ -353,6 +375,52 @@ async def health(request: Request) -> Response:
     return PlainTextResponse("ok")
 
 
+class RunSecret:
+    """ASGI middleware: every path but :data:`OPEN_PATHS` needs the run's secret (cookie, link or bearer).
+
+    A GET carrying the right ``?token=`` sets the cookie and redirects to the same address without
+    it (so the secret leaves the address bar and the history); anything else without the cookie or
+    an exact ``Authorization: Bearer <secret>`` gets 401 and learns nothing, not even the user's name.
+    """
+
+    def __init__(self, app: Any, inspector: Inspector) -> None:
+        self.app = app
+        self.inspector = inspector
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or str(scope["path"]).startswith(OPEN_PATHS):
+            await self.app(scope, receive, send)
+            return
+        inspector = self.inspector
+        request = Request(scope)
+        given = request.query_params.get("token")
+        if given is not None and request.method == "GET" and inspector.knows(given):
+            rest = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "token"])
+            response: Response = RedirectResponse(_local_target(request.url.path + (f"?{rest}" if rest else "")), 303)
+            response.set_cookie(
+                inspector.cookie_name, inspector.access_token, httponly=True, samesite="strict", path="/"
+            )
+        elif inspector.knows(request.cookies.get(inspector.cookie_name)) or inspector.knows(
+            _bearer(request.headers.get("authorization"))
+        ):
+            await self.app(scope, receive, send)
+            return
+        else:
+            response = PlainTextResponse(
+                "this inspector needs the secret link that `lmh ui` printed when it started (http://.../?token=...)",
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer realm="lmh ui"'},
+            )
+        await response(scope, receive, send)
+
+
+def _bearer(header: str | None) -> str | None:
+    """The token of an exact ``Bearer <token>`` header (one space, that spelling), else None."""
+    if header is None or not header.startswith("Bearer ") or " " in header[7:] or not header[7:]:
+        return None
+    return header[7:]
+
+
 async def error_page(request: Request, exc: Exception) -> Response:
     app: Inspector = request.app.state.inspector
     status = exc.status_code if isinstance(exc, HTTPException) else 500
@@ -367,7 +435,10 @@ def _guarded(endpoint: Any) -> Any:
 
     async def run(request: Request) -> Response:
         request.app.state.inspector.check_user(request)
-        return await endpoint(request)
+        if request.method != "GET":
+            return await endpoint(request)
+        with uncounted():  # a GET changes nothing, not even access counts
+            return await endpoint(request)
 
     return run
 
@@ -397,10 +468,16 @@ class SecurityHeaders:
 
 
 def create_app(
-    memory: HierarchicalMemory, *, allow_edits: bool = False, hosts: list[str] | None = None, location: str = ""
+    memory: HierarchicalMemory,
+    *,
+    allow_edits: bool = False,
+    hosts: list[str] | None = None,
+    location: str = "",
+    access_token: str | None = None,
 ) -> Starlette:
-    """The inspector over ``memory`` (one user). ``hosts``: the Host names it answers (default: loopback)."""
-    inspector = Inspector(memory, allow_edits=allow_edits, location=location)
+    """The inspector over ``memory`` (one user). ``hosts``: the Host names it answers (default: loopback);
+    ``access_token``: the run's secret (default: a random one, ``app.state.inspector.access_token``)."""
+    inspector = Inspector(memory, allow_edits=allow_edits, location=location, access_token=access_token)
     pages = [
         ("/", overview, ["GET"]),
         ("/search", search, ["GET"]),
@@ -420,6 +497,7 @@ def create_app(
         middleware=[
             Middleware(SecurityHeaders),
             Middleware(TrustedHostMiddleware, allowed_hosts=hosts or ["127.0.0.1", "localhost"]),
+            Middleware(RunSecret, inspector=inspector),
         ],
         exception_handlers={HTTPException: error_page, Exception: error_page},
     )

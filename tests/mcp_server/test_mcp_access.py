@@ -11,6 +11,7 @@ pytest.importorskip("mcp")
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.mcp_server import Principal, TokenTable, token_digest
+from llama_index_memory_hierarchy.mcp_server.access import readable_by_others
 
 ALICE = "alice-token-0123456789"
 ADMIN = "admin-token-0123456789"
@@ -79,3 +80,11 @@ def test_an_admin_names_the_user() -> None:
     assert admin.resolve_user("bob") == "bob"
     with pytest.raises(MemoryValidationError, match="name one"):
         admin.resolve_user(None)
+
+
+def test_a_token_file_readable_by_others_is_noticed(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.toml"
+    path.write_text(f'[[tokens]]\ntoken = "{ALICE}"\nuser = "alice"\n')
+    for mode, exposed in ((0o600, False), (0o640, True), (0o604, True), (0o400, False)):
+        path.chmod(mode)
+        assert readable_by_others(path) is exposed, oct(mode)

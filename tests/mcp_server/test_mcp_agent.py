@@ -68,3 +68,12 @@ async def test_function_agent_stores_and_recalls_a_fact_across_two_server_restar
         answer = await ask(server, "Where does my sister Mia live?", calls)
         assert calls[-1][0] == "recall"
         assert "Lisbon" in answer and memory_id in answer
+
+
+async def test_tools_and_resources_listed_together_have_unique_names(server: HttpServer) -> None:
+    client = BasicMCPClient(server.url, headers={"Authorization": f"Bearer {AGENT}"}, timeout=120)
+    names = [
+        tool.metadata.name for tool in await McpToolSpec(client=client, include_resources=True).to_tool_list_async()
+    ]
+    assert "profile" in names and "user_profile" in names
+    assert len(names) == len(set(names)), sorted(names)

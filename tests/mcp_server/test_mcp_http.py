@@ -104,7 +104,17 @@ async def test_missing_or_wrong_token_is_refused_and_nothing_is_written(server: 
         assert _mcp_errors(caught.value), f"{token!r}: {caught.value!r}"
     hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
     async with httpx2.AsyncClient() as http:
-        for headers in ({}, {"Authorization": "Bearer"}, {"Authorization": f"Basic {ALICE}"}, {"Authorization": ADMIN}):
+        for headers in (
+            {},
+            {"Authorization": "Bearer"},
+            {"Authorization": f"Basic {ALICE}"},
+            {"Authorization": ADMIN},
+            # only the exact scheme: not another spelling, spacing or a token with more after it
+            {"Authorization": f"bearer {ALICE}"},
+            {"Authorization": f"BEARER {ALICE}"},
+            {"Authorization": f"Bearer  {ALICE}"},
+            {"Authorization": f"Bearer {ALICE} {ALICE}"},
+        ):
             answer = await http.post(server.url, json=hello, headers={"Accept": "application/json", **headers})
             assert answer.status_code == 401, (headers, answer.status_code, answer.text)
             assert answer.headers["www-authenticate"].startswith("Bearer")
@@ -156,3 +166,23 @@ async def test_a_session_opened_with_one_token_is_not_found_with_another(server:
         session = {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": version}
         stolen = await http.post(server.url, json=call, headers={**accept, **session, "Authorization": f"Bearer {BOB}"})
         assert stolen.status_code == 404, stolen.text  # as if alice's session did not exist
+
+
+async def test_profile_resources_an_admin_names_the_user_others_read_only_their_own(server: HttpServer) -> None:
+    ok(await call(server, ALICE, "remember", content="Alice prefers window seats on trains.", importance=0.9))
+    async with http_session(server.url, ADMIN) as admin:
+        listed = {r.name for r in (await admin.list_resources()).resources}
+        templates = {t.name for t in (await admin.list_resource_templates()).resource_templates}
+        assert listed == {"user_profile"} and templates == {"named_user_profile"}
+        assert "user alice" in (await admin.read_resource("memory://users/alice/profile")).contents[0].text
+        with pytest.raises(MCPError, match="name one"):
+            await admin.read_resource("memory://profile")
+    async with http_session(server.url, BOB) as bob:
+        assert "user bob" in (await bob.read_resource("memory://users/bob/profile")).contents[0].text
+        with pytest.raises(MCPError, match="another user"):
+            await bob.read_resource("memory://users/alice/profile")
+
+
+def test_a_token_file_others_may_read_is_warned_about(server: HttpServer) -> None:
+    assert server.tokens.stat().st_mode & 0o044  # written with the default umask
+    assert "other users of this machine may read the tokens" in " ".join(server.log.read_text().split())

@@ -1,5 +1,6 @@
-"""The inspector app in process (Starlette's test client over real stores): one user only, read-only by
-default, edits only as same-origin POSTs carrying the server's CSRF token, redirects kept on the server."""
+"""The inspector app in process (Starlette's test client over real stores): one user only, every page behind
+the run's secret, read-only by default, edits only as same-origin POSTs carrying the server's CSRF token,
+redirects kept on the server, GETs without side effects."""
 
 from __future__ import annotations
 
@@ -28,8 +29,19 @@ def memory(two_users: tuple[Path, dict[str, Any]]) -> Iterator[Any]:
     memory.close()
 
 
-def client(memory: Any, *, allow_edits: bool) -> TestClient:
-    return TestClient(create_app(memory, allow_edits=allow_edits), base_url=BASE, follow_redirects=False)
+def client(memory: Any, *, allow_edits: bool, signed_in: bool = True) -> TestClient:
+    """A browser on a new inspector; ``signed_in``: it opened the link with the run's secret (the cookie is set)."""
+    web = TestClient(create_app(memory, allow_edits=allow_edits), base_url=BASE, follow_redirects=False)
+    if signed_in:
+        assert web.get(f"/?token={web.app.state.inspector.access_token}").status_code == 303
+    return web
+
+
+def access_counts(memory: Any, ids: list[str]) -> dict[str, int]:
+    """The stored access counts of ``ids`` once every pending bump is written."""
+    context = memory.context
+    context.runtime.run(context.accesses.aflush())
+    return {r.item.id: r.item.access_count for r in context.runtime.run(context.records.get(memory.user_id, ids))}
 
 
 def test_pages_show_alice_and_never_bob(memory: Any, two_users: tuple[Path, dict[str, Any]]) -> None:
@@ -115,3 +127,41 @@ def test_only_its_own_host_names_are_answered(memory: Any) -> None:
     web = client(memory, allow_edits=False)
     assert web.get("/", headers={"host": "rebound.example:8770"}).status_code == 400
     assert web.get("/healthz").text == "ok"
+
+
+def test_every_page_needs_the_runs_secret(memory: Any, two_users: tuple[Path, dict[str, Any]]) -> None:
+    web = client(memory, allow_edits=True, signed_in=False)
+    secret = web.app.state.inspector.access_token
+    tea = two_users[1]["alice_tea"]
+    paths = ["/", "/search?q=tea", "/timeline", "/graph/view", "/profile", f"/memory/{tea}", "/forget-everything"]
+    for path in [*paths, "/no-such-page", f"/search?q=tea&token={secret[:-1]}x"]:
+        response = web.get(path)
+        assert response.status_code == 401, path
+        assert "alice" not in response.text and "genmaicha" not in response.text, path
+    assert web.post(f"/memory/{tea}/forget", data={}).status_code == 401
+    assert web.get("/healthz").text == "ok" and web.get("/static/ui.css").status_code == 200
+    # another inspector's cookie, a bearer with a wrong scheme or spacing: refused
+    other = client(memory, allow_edits=False)
+    assert web.get("/", cookies=dict(other.cookies)).status_code == 401
+    for header in (f"bearer {secret}", f"Bearer  {secret}", f"Basic {secret}", secret, f"Bearer {secret} x"):
+        assert web.get("/", headers={"authorization": header}).status_code == 401, header
+    assert web.get("/", headers={"authorization": f"Bearer {secret}"}).status_code == 200
+
+    # the printed link: the cookie is set (script- and cross-site-proof), the secret leaves the address
+    opened = web.get(f"/search?q=tea&token={secret}")
+    assert opened.status_code == 303 and opened.headers["location"] == "/search?q=tea"
+    cookie = opened.headers["set-cookie"].lower()
+    assert secret.lower() in cookie and "httponly" in cookie and "samesite=strict" in cookie
+    assert all(web.get(path).status_code == 200 for path in paths)
+
+
+def test_gets_change_no_access_counts(memory: Any, two_users: tuple[Path, dict[str, Any]]) -> None:
+    web = client(memory, allow_edits=False)
+    tea = two_users[1]["alice_tea"]
+    before = access_counts(memory, [tea])
+    for path in ("/search?q=which+tea+do+I+like", "/context?input=which+tea+do+I+like", f"/memory/{tea}"):
+        response = web.get(path)
+        assert response.status_code == 200 and "genmaicha" in response.text, path
+    assert access_counts(memory, [tea]) == before
+    memory.search("which tea do I like")  # the agent's recall still counts
+    assert access_counts(memory, [tea])[tea] == before[tea] + 1

@@ -1,7 +1,8 @@
 """``lmh ui`` driven in real headless Chromium (Debian's chromium + chromium-driver, through selenium).
 
 The server is the real command (``python -m llama_index_memory_hierarchy ui``) in its own process over
-a folder holding two users. Checked: search shows the expected memory (with its explanation), the
+a folder holding two users, opened through the secret link it prints. Checked: without the link nothing
+is shown, search shows the expected memory (with its explanation), the
 timeline and the live graph render, another user's id in the URL gets nothing, a forget with edits
 allowed removes the memory from search, forget everything asks for the user id, and no page logs a
 console error. Screenshots go to the test's folder, or to ``$LMH_UI_SCREENSHOTS`` (e.g. docs/img) to
@@ -11,6 +12,7 @@ refresh the ones in the docs. Skipped when Chromium, its driver or selenium are 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -50,7 +52,10 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server(two_users: tuple[Path, dict[str, Any]], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def served(
+    two_users: tuple[Path, dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str]]:
+    """``lmh ui`` in its own process: its address and the secret link it printed."""
     if _browser() is None:
         pytest.skip("no Chromium with chromedriver (Debian: apt-get install chromium chromium-driver)")
     folder, _ = two_users
@@ -75,7 +80,9 @@ def server(two_users: tuple[Path, dict[str, Any]], tmp_path_factory: pytest.Temp
             process.kill()
             pytest.fail(f"lmh ui did not start:\n{log.read_text()[-3000:]}")
         time.sleep(0.5)
-    yield base
+    printed = re.search(r"http://\S+/\?token=\S+", log.read_text())
+    assert printed, log.read_text()
+    yield base, printed.group(0)
     process.terminate()
     try:
         process.wait(timeout=30)
@@ -84,7 +91,13 @@ def server(two_users: tuple[Path, dict[str, Any]], tmp_path_factory: pytest.Temp
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+def server(served: tuple[str, str]) -> str:
+    return served[0]
+
+
+@pytest.fixture(scope="module")
+def browser(served: tuple[str, str]) -> Iterator[Any]:
+    """Headless Chromium that opened the printed link once (the inspector's cookie is set)."""
     found = _browser()
     if found is None:
         pytest.skip("no Chromium with chromedriver")
@@ -97,6 +110,7 @@ def browser() -> Iterator[Any]:
     options.add_argument("--window-size=1280,900")
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=found[1]), options=options)
+    driver.get(served[1])
     yield driver
     driver.quit()
 
@@ -144,6 +158,18 @@ def search_for(driver: Any, base: str, query: str) -> list[Any]:
     wait_until_replaced(driver, box)
     wait_for(driver, "#results")
     return driver.find_elements(By.CSS_SELECTOR, "#results .result")
+
+
+def test_nothing_is_shown_without_the_printed_link(served: tuple[str, str], browser: Any) -> None:
+    base, link = served
+    browser.delete_all_cookies()
+    browser.get(f"{base}/search?q=which+tea+do+I+like")
+    assert "secret link" in browser.find_element(By.TAG_NAME, "body").text
+    assert "genmaicha" not in browser.page_source and "alice" not in browser.page_source
+    browser.get(link)
+    wait_for(browser, "#served-user")
+    assert browser.current_url == f"{base}/" and "token=" not in browser.current_url
+    browser.get_log("browser")  # the refused page answers 401, logged by the browser
 
 
 def test_search_timeline_graph_profile_and_context(server: str, browser: Any, shots: Path) -> None:
