@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field, field_validator
 
-from llama_index_memory_hierarchy.extraction.relations import normalize_predicate
+from llama_index_memory_hierarchy.extraction.relations import NAME_PREDICATE, USER_ENTITY, normalize_predicate
 
 CONFIDENCE_LLM = 0.9
 CONFIDENCE_PATTERN = 0.6
@@ -17,6 +17,8 @@ CONFIDENCE_APPOSITION = 0.55
 CONFIDENCE_REGEX = 0.35
 
 FIRST_PERSON = {"i", "me", "my", "mine", "myself"}
+#: Third-person names of the user: an MCP client or an agent writes "The user is vegetarian", "用户住在北京".
+USER_MENTIONS = {"user", "the user", "用户", "该用户", "这位用户", "我"}
 CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 LATIN = re.compile(r"[A-Za-z]")
 SENTENCES = re.compile(r"(?<=[.!?。！？])\s*|\n+")
@@ -109,3 +111,31 @@ def unique_facts(facts: Sequence[ExtractedFact | None]) -> list[ExtractedFact]:
         if fact is not None:
             unique.setdefault((fact.subject.lower(), fact.predicate, fact.object.lower()), fact)
     return list(unique.values())
+
+
+def is_user_mention(mention: str) -> bool:
+    """Whether a mention names the user: first person, "the user", 用户."""
+    return mention.strip().casefold() in FIRST_PERSON | USER_MENTIONS
+
+
+def with_user_name(extraction: Extraction) -> Extraction:
+    """Facts about the name the user gives in the same text are the user's ("I'm Alice. Alice is vegetarian").
+
+    Across texts, semantic memory makes the name an alias of the user's entity instead.
+    """
+    names = {
+        f.object.casefold() for f in extraction.facts if f.subject == USER_ENTITY and f.predicate == NAME_PREDICATE
+    }
+    if not names:
+        return extraction
+    facts: list[ExtractedFact | None] = []
+    for fact in extraction.facts:
+        if fact.predicate != NAME_PREDICATE:
+            subject = USER_ENTITY if fact.subject.casefold() in names else fact.subject
+            obj = USER_ENTITY if fact.object.casefold() in names else fact.object
+            if subject == obj:
+                continue
+            fact = fact.model_copy(update={"subject": subject, "object": obj})
+        facts.append(fact)
+    entities = [e for e in extraction.entities if e.name.casefold() not in names]
+    return Extraction(entities=entities, facts=unique_facts(facts))

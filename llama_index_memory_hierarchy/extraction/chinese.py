@@ -21,6 +21,7 @@ from llama_index_memory_hierarchy.extraction.relations import (
     PLACE_PREDICATES,
     USER_ENTITY,
     base_form,
+    is_negative,
     negate_predicate,
     normalize_predicate,
 )
@@ -43,7 +44,21 @@ ZH_VERBS: dict[str, str] = {
     "订": "books", "预订": "books", "买": "buys", "卖": "sells", "去": "goes_to", "访问": "visits",
     "参加": "attends", "骑": "rides", "练": "practices", "练习": "practices", "收集": "collects",
     "嫁给": "married_to", "娶": "married_to", "照顾": "takes_care_of", "经营": "runs", "创办": "founded",
+    "打扫": "cleans", "收拾": "tidies", "清洗": "cleans",
 }  # fmt: skip
+#: Relatives a fact can be about without their name ("我妹妹住在成都" -> User sister_lives_in 成都).
+_ZH_KIN = {
+    "妈妈": "mother", "母亲": "mother", "爸爸": "father", "父亲": "father", "父母": "parents", "哥哥": "brother",
+    "弟弟": "brother", "姐姐": "sister", "妹妹": "sister", "儿子": "son", "女儿": "daughter", "妻子": "wife",
+    "老婆": "wife", "太太": "wife", "丈夫": "husband", "老公": "husband", "孩子": "children", "爷爷": "grandfather",
+    "奶奶": "grandmother", "外公": "grandfather", "外婆": "grandmother",
+}  # fmt: skip
+#: The user named in the third person (an MCP client or agent writes "用户住在北京").
+_ZH_USER = {"我", "用户", "该用户"}
+#: Verbs of speaking state a language only when their object is one ("会说日语", not "说你好").
+_ZH_SPEAK = {"speaks"}
+_ZH_LANGUAGE = re.compile(r"(?:语|文|话)$")
+_ZH_DATE_WORDS = {"年", "月", "日", "号"}
 #: Chinese relation nouns ("我妹妹小红" -> 小红 sister_of User).
 ZH_RELATIONS: dict[str, str] = {
     "妻子": "spouse", "老婆": "spouse", "太太": "spouse", "丈夫": "spouse", "老公": "spouse", "爱人": "spouse",
@@ -99,6 +114,8 @@ _ZH_STUDY = {"读书", "上学", "读", "念书", "学习", "读大学", "上大
 _ZH_LIVE = {"住在", "生活在", "定居在", "居住在", "住", "居住", "生活", "定居"}
 _ZH_MOVE = {"搬到", "搬去", "搬家到", "移居", "搬到了"}
 _ZH_JOB = {"当", "做", "担任", "从事"}
+#: Fillers between a request and what is asked ("请李娜帮忙订机票").
+_ZH_HELP = {"帮忙", "帮", "帮我", "去"}
 _ZH_PHRASE_ENDS = {*_ZH_WORK, *_ZH_STUDY, *_ZH_LIVE, *_ZH_JOB, *_ZH_VERB_OBJECTS, "过敏", "出差", "旅游", "旅行"}
 _ZH_NOUNISH = ("n", "eng", "vn", "an", "j", "l")
 _ZH_PERSON_PRONOUNS = {"他", "她"}
@@ -181,6 +198,8 @@ class _ChineseReader:
             if len(word) > 1 and word[0] in "不没" and (word[1:] in ZH_VERBS or word[1:] in _ZH_LIVE):  # "不吃"
                 words += [(word[0], "d"), (word[1:], "v")]
                 continue
+            if flag in {"nr", "nrt"} and len(word) == 1 and words and words[-1][0] in {"小", "老"}:  # "小王"
+                word, flag = words.pop()[0] + word, "nr"
             if flag in _JIEBA_TYPES and len(word) > 1:
                 self.entities.setdefault(word, ExtractedEntity(name=word, type=_JIEBA_TYPES[flag]))
             if word in ZH_VERBS and not flag.startswith(("nr", "ns", "nt")):
@@ -190,7 +209,7 @@ class _ChineseReader:
 
     # ------------------------------------------------------------------ pieces
     def _person(self, word: str, flag: str) -> tuple[str, str] | None:
-        if word == "我":
+        if word in _ZH_USER:
             return USER_ENTITY, "PERSON"
         if word in _ZH_PERSON_PRONOUNS:
             return (self.people[-1], "PERSON") if len(set(self.people)) == 1 else None
@@ -218,7 +237,11 @@ class _ChineseReader:
                 if j + 1 < len(words) and (name := self._person(*words[j + 1])) is not None:
                     self._add(name, ZH_RELATIONS[words[j][0]], first)
                     return self._note(name), j + 2
-                return None, len(words)  # "我妹妹是护士": no name to state it about
+                if j + 2 < len(words) and words[j + 1][0] in {"是", "叫"}:  # "用户的儿子叫小明"
+                    name = self._person(*words[j + 2])
+                    if name is not None and name[0] != USER_ENTITY and j + 3 == len(words):
+                        self._add(self._note(name), ZH_RELATIONS[words[j][0]], first)
+                return None, len(words)  # "我妹妹是护士": no name to state it about (see _kin)
         if first[1] == "PERSON" and first[0] != USER_ENTITY:
             self._note(first)
         return first, i
@@ -289,16 +312,51 @@ class _ChineseReader:
                 if agent is not None:
                     self._predicate(agent, words, request + 2, negated=False, prefix="asked_to")
                 return None
+            kin = self._kin(words)
+            if kin is not None:
+                self._kin_clause(words, *kin)
+                return None
             if i >= len(words) or words[0][0] in ZH_RELATIONS:
                 return None
             subject, i = inherited, 0
             if subject is None:
                 return None
-        if words[0][0] == "我" and len(words) > 2 and words[1][0] == "的" and words[2][0] in _ZH_ATTRIBUTES:
+        if words[0][0] in _ZH_USER and len(words) > 2 and words[1][0] == "的" and words[2][0] in _ZH_ATTRIBUTES:
             self._attribute(words[2][0], words[3:])
             return subject
         self._predicate(subject, words, i, negated=False, prefix=None)
         return subject
+
+    @staticmethod
+    def _kin(words: list[tuple[str, str]]) -> tuple[str, int] | None:
+        """ "我妹妹…", "用户的女儿…", "妹妹…" (a bare kin word is the speaker's): the role and where the clause goes on."""
+        j = 1 if words[0][0] in _ZH_USER else 0
+        j += 1 if j and j < len(words) and words[j][0] == "的" else 0
+        if j >= len(words) - 1 or words[j][0] not in _ZH_KIN:
+            return None
+        return _ZH_KIN[words[j][0]], j + 1
+
+    def _kin_clause(self, words: list[tuple[str, str]], role: str, start: int) -> None:
+        """A relative without a name: the fact is the user's, its predicate prefixed with the role (not negated)."""
+        mark = (f"kin:{role}", "PERSON")
+        before = len(self.facts)
+        self._predicate(mark, words, start, negated=False, prefix=None)
+        found, self.facts = self.facts[before:], self.facts[:before]
+        for fact in found:
+            if fact is not None and fact.subject == mark[0] and not is_negative(fact.predicate):
+                predicate = normalize_predicate(f"{role}_{fact.predicate}")
+                self.facts.append(fact.model_copy(update={"subject": USER_ENTITY, "predicate": predicate}))
+
+    @staticmethod
+    def _date(words: list[tuple[str, str]], start: int) -> tuple[str, int] | None:
+        """ "2019年5月3日出生": the date a birth is given with, and where 出生 is."""
+        end = start
+        while end < len(words) and (words[end][1] in {"m", "t", "mq"} or words[end][0] in _ZH_DATE_WORDS):
+            end += 1
+        if end == start or end >= len(words) or words[end][0] not in {"出生", "生"}:
+            return None
+        date = "".join(w for w, _ in words[start:end])
+        return (date, end) if re.search(r"\d|[〇一二三四五六七八九十]", date) else None
 
     def _attribute(self, noun: str, rest: list[tuple[str, str]]) -> None:
         """ "我的名字是张三" / "我的生日是五月五日"."""
@@ -334,6 +392,12 @@ class _ChineseReader:
             i += 1
         if i >= len(words):
             return
+        birth = self._date(words, i + 1 if words[i][0] == "是" else i)
+        if birth is not None and not negated and prefix is None:
+            self._add(subject, "born_on", (birth[0], "CONCEPT"))
+            return
+        if prefix == "asked_to" and words[i][0] in _ZH_HELP and i + 1 < len(words) and _verbal(words[i + 1]):
+            i += 1  # "请李娜帮忙订机票": the help is the booking
         word, flag = words[i]
         rest = i + 1
 
@@ -380,7 +444,7 @@ class _ChineseReader:
             if target is not None and end < len(words) and words[end][0] in _ZH_VERB_OBJECTS:
                 self._add(subject, relation(_ZH_VERB_OBJECTS[words[end][0]]), target)
         elif word in _ZH_JOB:
-            obj, _ = self._object(words, rest)
+            obj = self._job(words, rest)
             if obj is not None:
                 self._add(subject, relation("works_as"), obj)
         elif _verbal((word, flag)):
@@ -414,7 +478,7 @@ class _ChineseReader:
         else:
             predicate = ZH_VERBS.get(word, word)
         obj, _ = self._object(words, rest)
-        if obj is not None:
+        if obj is not None and (predicate not in _ZH_SPEAK or _ZH_LANGUAGE.search(obj[0])):
             self._add(subject, relation(predicate), obj)
 
     def _copula(self, subject: tuple[str, str], words: list[tuple[str, str]], start: int, negated: bool) -> None:
@@ -451,11 +515,18 @@ class _ChineseReader:
             self._add(subject, relation("studies_at"), place)
         elif verb in {"生活", "居住", "住", "定居"}:
             self._add(subject, relation("lives_in"), place)
-        elif verb in _ZH_JOB:
-            job, _ = self._object(words, end + 1)
-            self._add(subject, relation("works_at"), place)
+        elif verb in _ZH_JOB:  # "在上海做会计": a job in a city; "在医院当护士": a job at a workplace
+            job = self._job(words, end + 1)
+            self._add(subject, relation("works_in" if place[1] == "PLACE" else "works_at"), place)
             if job is not None:
                 self._add(subject, relation("works_as"), job)
+
+    def _job(self, words: list[tuple[str, str]], start: int) -> tuple[str, str] | None:
+        """What follows 做/当: a noun phrase, or one last word jieba tagged otherwise ("会计" as a verb)."""
+        job, _ = self._object(words, start)
+        if job is None and start == len(words) - 1 and len(words[start][0]) > 1 and CJK.search(words[start][0]):
+            job = (words[start][0], "CONCEPT")
+        return job
 
 
 def jieba_extract(text: str) -> Extraction:

@@ -121,6 +121,16 @@ _ATTRIBUTE_NOUNS = {
     "occupation": "works_as", "hometown": "hometown", "nationality": "nationality", "email": "email",
     "phone": "phone", "major": "studies",
 }  # fmt: skip
+#: Relatives and close people a fact can be about without their name ("My sister lives in Leeds" ->
+#: User sister_lives_in Leeds), spellings folded.
+_KIN_NOUNS = {
+    "daughter": "daughter", "son": "son", "sister": "sister", "brother": "brother", "mother": "mother",
+    "mom": "mother", "mum": "mother", "father": "father", "dad": "father", "parents": "parents", "wife": "wife",
+    "husband": "husband", "partner": "partner", "grandmother": "grandmother", "grandfather": "grandfather",
+    "aunt": "aunt", "uncle": "uncle", "cousin": "cousin", "kids": "children", "children": "children",
+    "boyfriend": "boyfriend", "girlfriend": "girlfriend", "fiance": "fiance", "fiancee": "fiancee",
+}  # fmt: skip
+_KIN_MARK = "kin:"
 _SINGLE_CLAUSE_MARKS = {"when", "while", "before", "after", "until", "once", "as", "since", "so"}
 _OBJECT_PREPS = {"of", "at", "for", "from", "in"}
 _CODE = re.compile(r"^[A-Za-z]+-?\d+[A-Za-z\d-]*$")
@@ -143,12 +153,28 @@ class _SpacyReader:
                 self.ent_of[token.i] = ent
         self.ents = ents
         self.people: list[str] = []
+        #: The sentence speaks of "the user" in the third person: its "I" and "me" are someone else (an agent).
+        self.reported = False
+        #: The name the user gave in this text ("I'm Sofia. Sofia lives in Athens": the second Sofia is the user).
+        self.user_names: set[str] = set()
 
     # ---------------------------------------------------------------- mentions
+    @staticmethod
+    def _the_user(token: Any) -> bool:
+        """ "the user" (an MCP client's or an agent's way of naming the person the memory belongs to)."""
+        return token.lower_ == "user" and any(c.dep_ == "det" and c.lower_ == "the" for c in token.children)
+
+    def _user(self, token: Any) -> bool:
+        return (token.lower_ in FIRST_PERSON and not self.reported) or self._the_user(token)
+
     def named(self, token: Any) -> tuple[str, str] | None:
-        """The name a token stands for (a first-person pronoun, a resolvable he/she, or a proper noun)."""
+        """The name a token stands for (the user, a resolvable he/she, or a proper noun)."""
         low = token.lower_
+        if self._user(token):
+            return USER_ENTITY, "PERSON"
         if low in FIRST_PERSON:
+            return None
+        if token.text in self.user_names:
             return USER_ENTITY, "PERSON"
         if low in _PERSON_PRONOUNS:
             return (self.people[-1], "PERSON") if len(set(self.people)) == 1 else None
@@ -175,8 +201,10 @@ class _SpacyReader:
     def thing(self, token: Any, *, allow_dates: bool = False) -> tuple[str, str] | None:
         """An object: a name, or a whole noun phrase without its determiner ("weekly Excel sales report")."""
         low = token.lower_
-        if low in FIRST_PERSON:
+        if self._user(token):
             return USER_ENTITY, "PERSON"
+        if low in FIRST_PERSON:
+            return None
         if token.pos_ in {"PRON", "DET", "SCONJ", "ADP", "PART", "PUNCT", "AUX"} or low in _PERSON_PRONOUNS:
             return None
         ent = self.ent_of.get(token.i)
@@ -263,6 +291,7 @@ class _SpacyReader:
     def facts(self) -> list[ExtractedFact]:
         out: list[ExtractedFact | None] = []
         for sent in self.doc.sents:
+            self.reported = any(self._the_user(t) for t in sent)
             if not self._skip_sentence(sent):
                 out.extend(self._relation_nouns(sent))
                 for token in sent:
@@ -316,11 +345,17 @@ class _SpacyReader:
         if subject_token is None or self._uncertain(verb):
             return []
         negated = self._negated(verb)
+        naming = self._passive_name(verb, subject_token, negated)
+        if naming is not None:
+            return naming
         subject = self.named(subject_token)
         if subject is None and verb.lemma_.lower() in _REQUEST_VERBS:  # "My boss told me to call the supplier"
             return self._verb((subject_token.text, "ENTITY"), verb, negated, prefix=None)
         if subject is None:
-            return self._possessive_subject(verb, subject_token, negated)
+            found = self._possessive_subject(verb, subject_token, negated)
+            if not found and not negated and self._kin(subject_token) is not None:
+                return self._kin_clause(verb, subject_token)
+            return found
         if subject[0] != USER_ENTITY and subject_token.lower_ not in _PERSON_PRONOUNS:
             self.people.append(subject[0])
         if verb.lemma_ == "be" and not any(c.dep_ == "acomp" and c.tag_ == "VBN" for c in verb.children):
@@ -329,6 +364,53 @@ class _SpacyReader:
         if hyphen is not None:  # "Carol is left-handed", parsed as a passive verb by small models
             return [self._make(subject, "is_not" if negated else "is", (hyphen, "CONCEPT"))]
         return self._verb(subject, verb, negated, prefix=None)
+
+    def _kin(self, noun: Any) -> tuple[str, tuple[str, str]] | None:
+        """ "my sister" (no name given): the relative's role and whose relative, or None."""
+        role = _KIN_NOUNS.get(noun.lower_)
+        if role is None or noun.pos_ != "NOUN" or self._named_appos(noun) is not None:
+            return None
+        owner_token = next((c for c in noun.children if c.dep_ == "poss"), None)
+        owner = self.named(owner_token) if owner_token is not None else None
+        return (role, owner) if owner is not None else None
+
+    def _kin_clause(self, verb: Any, noun: Any) -> list[ExtractedFact | None]:
+        """ "My sister lives in Leeds" -> User sister_lives_in Leeds; "My son was born in 2015" -> User son_born_on 2015.
+
+        A relative without a name is no entity of its own: the fact is the owner's, its predicate
+        prefixed with the role. Negated clauses yield nothing (the prefixed predicate could not say it).
+        """
+        kin = self._kin(noun)
+        assert kin is not None
+        role, owner = kin
+        mark = (f"{_KIN_MARK}{role}", "PERSON")
+        facts = self._copula(mark, verb, False) if verb.lemma_ == "be" else self._verb(mark, verb, False, prefix=None)
+        out: list[ExtractedFact | None] = []
+        for fact in facts:
+            if fact is not None and fact.subject == mark[0] and fact.predicate != NAME_PREDICATE:
+                predicate = normalize_predicate(f"{role}_{fact.predicate}")
+                out.append(
+                    fact.model_copy(update={"subject": owner[0], "subject_type": owner[1], "predicate": predicate})
+                )
+        return out
+
+    def _passive_name(self, verb: Any, subject_token: Any, negated: bool) -> list[ExtractedFact | None] | None:
+        """ "My daughter is called Mia" -> Mia daughter_of User; "I'm called Sam" -> User named Sam."""
+        if negated or verb.lemma_ not in {"call", "name"} or not any(c.dep_ == "auxpass" for c in verb.children):
+            return None
+        value = next((c for c in verb.children if c.dep_ in {"oprd", "attr", "xcomp"} and c.pos_ == "PROPN"), None)
+        name = self.named(value) if value is not None else None
+        if name is None:
+            return None
+        if self._user(subject_token):
+            self.user_names.add(name[0])
+            return [self._make((USER_ENTITY, "PERSON"), NAME_PREDICATE, (name[0], "PERSON"))]
+        kin = self._kin(subject_token)
+        if kin is None:
+            return []
+        role, owner = kin
+        self.people.append(name[0])
+        return [self._make((name[0], "PERSON"), RELATION_NOUNS.get(role, f"{role}_of"), owner)]
 
     def _predicate_word(self, verb: Any, negated: bool, prefix: str | None) -> str:
         particle = "".join(f"_{c.lower_}" for c in verb.children if c.dep_ == "prt")
@@ -377,6 +459,14 @@ class _SpacyReader:
             return []
         if lemma in _REPORTING_VERBS and any(c.dep_ in {"ccomp", "xcomp"} for c in verb.children):
             return []
+        if lemma == "stand" and negated and any(c.lower_ in {"ca", "can", "could"} for c in verb.children):
+            # "I can't stand cilantro": a dislike (small models parse the object as an adverb)
+            target = next((c for c in verb.rights if c.dep_ not in {"punct", "neg", "aux"}), None)
+            return [self._make(subject, "dislikes", self.thing(target))] if target is not None else []
+        if lemma in {"quit", "leave"} and verb.tag_ == "VBD" and not negated:
+            jobs = [d for d in dobjs if d.lemma_ in {"job", "position", "role"}]
+            if jobs:  # "I quit my job at Oracle"
+                return self._employer(subject, jobs[0], True)
         word = self._predicate_word(verb, negated, prefix)
         for dobj in dobjs:
             polarity = negated or any(c.dep_ == "det" and c.lower_ == "no" for c in dobj.children)
@@ -398,7 +488,7 @@ class _SpacyReader:
                 continue
             predicate = f"{word}_{child.lower_}"
             for target in [pobj, *self._conjuncts(pobj)]:
-                born = normalize_predicate(predicate) == "born_in"
+                born = normalize_predicate(predicate) in {"born_in", "born_on"}
                 obj = self.thing(target, allow_dates=born)
                 if obj is None:
                     continue
@@ -432,6 +522,13 @@ class _SpacyReader:
             elif child.dep_ == "acomp":
                 for target in [child, *self._conjuncts(child)]:
                     out.extend(self._adjective(subject, target, negated))
+            elif child.dep_ == "prep" and child.lower_ == "at":  # "I'm no longer at Initech"
+                for pobj in child.children:
+                    ent = self.ent_of.get(pobj.i) if pobj.dep_ == "pobj" else None
+                    if ent is not None and ent.label_ == "ORG":
+                        out.append(
+                            self._make(subject, "does_not_work_at" if negated else "works_at", (ent.text, "ORG"))
+                        )
             elif child.dep_ == "prep" and child.lower_ == "from":
                 for pobj in child.children:
                     place = self.named(pobj) if pobj.dep_ == "pobj" else None
@@ -453,10 +550,16 @@ class _SpacyReader:
         if attr.pos_ == "PROPN" and not role:
             name = self.named(attr)
             if name is not None and subject[0] == USER_ENTITY and not negated:
+                self.user_names.add(name[0])
                 return [self._make(subject, NAME_PREDICATE, (name[0], "PERSON"))]
             return []
         if attr.pos_ not in {"NOUN", "PROPN"}:
             return []
+        if attr.lemma_.lower() == "fan":  # "I'm (not) a big fan of horror movies"
+            of = next((c for c in attr.children if c.dep_ == "prep" and c.lower_ == "of"), None)
+            targets = [c for c in of.children if c.dep_ == "pobj"] if of is not None else []
+            relation = "does_not_like" if negated else "likes"
+            return [self._make(subject, relation, self.thing(t)) for p in targets for t in [p, *self._conjuncts(p)]]
         for child in attr.children:
             owner_token = None
             if child.dep_ == "poss":
@@ -515,6 +618,8 @@ class _SpacyReader:
         if value is None:
             return []
         lemma = noun.lemma_.lower()
+        if lemma == "name" and value.pos_ != "PROPN":  # "My name is Bruno and Bruno works ...", misparsed
+            return []
         favorite = [c for c in noun.children if c.dep_ == "amod" and c.lower_ in {"favorite", "favourite"}]
         if value.pos_ == "PROPN" and lemma not in _ATTRIBUTE_NOUNS and not favorite:
             name = self.named(value)
@@ -528,6 +633,8 @@ class _SpacyReader:
         if lemma in _ATTRIBUTE_NOUNS:
             if lemma == "age" and not value.like_num:
                 return []
+            if lemma == "name" and owner[0] == USER_ENTITY:
+                self.user_names.add(obj[0])
             return [self._make(owner, _ATTRIBUTE_NOUNS[lemma], obj)]
         return []
 

@@ -14,13 +14,14 @@ from llama_index_memory_hierarchy.errors import LLMReplyError, MemoryValidationE
 from llama_index_memory_hierarchy.extraction.base import (
     CJK,
     CONFIDENCE_LLM,
-    FIRST_PERSON,
     SENTENCES,
     ExtractedEntity,
     ExtractedFact,
     Extraction,
     Extractor,
+    is_user_mention,
     make_fact,
+    with_user_name,
 )
 from llama_index_memory_hierarchy.extraction.offline import OfflineExtractor
 from llama_index_memory_hierarchy.extraction.relations import USER_ENTITY
@@ -31,7 +32,7 @@ logger = logging.getLogger(__name__)
 class _LLMTriplet(BaseModel):
     """One fact stated in the text."""
 
-    subject: str = Field(description="Entity the fact is about; 'User' for the speaker (I, me, my).")
+    subject: str = Field(description="Entity the fact is about; 'User' for the user (I, me, my, the user, 用户).")
     subject_type: str = Field(default="ENTITY", description="PERSON, ORG, PLACE, CONCEPT, ...")
     predicate: str = Field(description="Short relation in snake_case, e.g. works_at, lives_in, spouse, prefers.")
     object: str = Field(description="Entity or value the subject relates to.")
@@ -47,7 +48,8 @@ class _LLMTriplets(BaseModel):
 
 EXTRACTION_PROMPT = (
     "Extract the durable facts stated in the text below as (subject, predicate, object) triplets.\n"
-    "- Use full entity names as written; use 'User' for the speaker (I, me, my).\n"
+    "- Use full entity names as written; use 'User' for the user: the speaker (I, me, my), 'the user', 用户.\n"
+    "- The user's own name ('I'm Alice') is (User, named, Alice); later facts about that name are User's.\n"
     "- Predicates are short snake_case relations: works_at, lives_in, spouse, prefers, knows, capital_of, ...\n"
     "- A negated fact keeps its negation in the predicate (does_not_like, is_not); never state its opposite.\n"
     "- The one asked to do something does it: 'Tom asked me to fix the bug' -> (User, asked_to_fix, bug).\n"
@@ -115,8 +117,8 @@ class LLMExtractor(Extractor):
                 raise LLMReplyError(f"expected {_LLMTriplets.__name__}, got {type(output).__name__}")
             facts = []
             for triplet in output.triplets[: self.max_triplets]:
-                subject = USER_ENTITY if triplet.subject.strip().lower() in FIRST_PERSON else triplet.subject
-                obj = USER_ENTITY if triplet.object.strip().lower() in FIRST_PERSON else triplet.object
+                subject = USER_ENTITY if is_user_mention(triplet.subject) else triplet.subject
+                obj = USER_ENTITY if is_user_mention(triplet.object) else triplet.object
                 fact = make_fact(
                     subject,
                     triplet.predicate,
@@ -131,7 +133,7 @@ class LLMExtractor(Extractor):
             entities = [ExtractedEntity(name=f.subject, type=f.subject_type) for f in facts]
             entities += [ExtractedEntity(name=f.object, type=f.object_type) for f in facts]
             result = result.merge(Extraction(entities=entities, facts=facts))
-        return result
+        return with_user_name(result)
 
     async def aextract_many(self, texts: Sequence[str]) -> list[Extraction]:
         semaphore = asyncio.Semaphore(self.max_concurrency)

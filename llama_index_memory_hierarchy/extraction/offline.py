@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from llama_index_memory_hierarchy.extraction.base import CJK, LATIN, Extraction, Extractor
+from llama_index_memory_hierarchy.extraction.base import CJK, LATIN, Extraction, Extractor, with_user_name
 from llama_index_memory_hierarchy.extraction.chinese import jieba_extract, posseg
 from llama_index_memory_hierarchy.extraction.english import load_spacy, spacy_extract
 from llama_index_memory_hierarchy.extraction.regex import caps_extract
@@ -54,7 +54,7 @@ class OfflineExtractor(Extractor):
         for i, text in enumerate(texts):
             if CJK.search(text):
                 results[i] = results[i].merge(jieba_extract(text))
-        return results
+        return [with_user_name(result) for result in results]
 
     async def aextract_many(self, texts: Sequence[str]) -> list[Extraction]:
         if not texts:

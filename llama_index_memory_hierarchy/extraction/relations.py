@@ -108,5 +108,5 @@ def negate_predicate(predicate: str) -> str:
 #: Relation nouns folded onto one name ("my wife Anna" -> Anna spouse User).
 RELATION_NOUNS = {"wife": "spouse", "husband": "spouse", "spouse": "spouse", "partner": "partner_of"}
 #: Relations whose object is a place, and those whose object is an organisation (the object's entity type).
-PLACE_PREDICATES = {"lives_in", "born_in", "comes_from", "lived_in", "hometown"}
+PLACE_PREDICATES = {"lives_in", "born_in", "comes_from", "lived_in", "hometown", "works_in"}
 ORG_PREDICATES = {"works_at", "studies_at", "worked_at"}

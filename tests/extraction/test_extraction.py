@@ -226,3 +226,78 @@ async def test_llm_reply_without_facts_falls_back_when_the_text_states_some(capl
     assert facts_of(small_talk) == set()
     assert extractor.fallbacks == 2
     assert "using the offline extractor" in caplog.text
+
+
+async def test_the_user_in_the_third_person_is_the_user_offline() -> None:
+    texts = [
+        "The user is vegetarian.",
+        "The user's daughter is called Mia.",
+        "The user asked me to book a table.",  # "me" is the agent writing this, not the user
+        "用户住在北京。",
+        "I'm Alice. Alice is allergic to peanuts.",
+        "我叫王芳。王芳在银行工作。",
+        "My name is Ada. Tom is a pilot.",
+    ]
+    results = await OfflineExtractor().aextract_many(texts)
+    assert [facts_of(r) for r in results] == [
+        {(USER_ENTITY, "is", "vegetarian")},
+        {("Mia", "daughter_of", USER_ENTITY)},
+        set(),
+        {(USER_ENTITY, "lives_in", "北京")},
+        {(USER_ENTITY, "named", "Alice"), (USER_ENTITY, "is_allergic_to", "peanuts")},
+        {(USER_ENTITY, "named", "王芳"), (USER_ENTITY, "works_at", "银行")},
+        {(USER_ENTITY, "named", "Ada"), ("Tom", "is", "pilot")},  # a third person stays theirs
+    ]
+
+
+async def test_llm_path_maps_the_user_and_their_name() -> None:
+    llm = ScriptedLLM(
+        script={
+            "The user lives in Oslo": {
+                "triplets": [{"subject": "the user", "predicate": "lives_in", "object": "Oslo"}]
+            },
+            "用户喜欢绿茶": {"triplets": [{"subject": "用户", "predicate": "likes", "object": "绿茶"}]},
+            "I'm Bea. Bea drives a van": {
+                "triplets": [
+                    {"subject": "I", "predicate": "named", "object": "Bea"},
+                    {"subject": "Bea", "predicate": "drives", "object": "van"},
+                ]
+            },
+        }
+    )
+    results = await LLMExtractor(llm).aextract_many(
+        ["The user lives in Oslo.", "用户喜欢绿茶。", "I'm Bea. Bea drives a van."]
+    )
+    assert [facts_of(r) for r in results] == [
+        {(USER_ENTITY, "lives_in", "Oslo")},
+        {(USER_ENTITY, "likes", "绿茶")},
+        {(USER_ENTITY, "named", "Bea"), (USER_ENTITY, "drives", "van")},
+    ]
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+async def test_the_extraction_set_through_the_llm_path(language: str) -> None:
+    """The LLM path on the whole set, with an LLM scripted to name the user as a client would ("the user", 用户)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from extraction_set import load, score
+
+    raw = [line.split("\t") for line in (Path(__file__).parent / f"{language}.tsv").read_text("utf-8").splitlines()]
+    expected = {row[1]: row[2] if len(row) > 2 else "" for row in raw if row and not row[0].startswith("#")}
+    user = "the user" if language == "en" else "用户"
+    script = {}
+    for text in sorted(expected, key=len, reverse=True):  # a longer text first: keys are found by containment
+        triplets = []
+        for fact in filter(str.strip, expected[text].split(";")):
+            subject, predicate, obj = (part.strip() for part in fact.split("|"))
+            triplets.append(
+                {"subject": user if subject == USER_ENTITY else subject, "predicate": predicate,
+                 "object": user if obj == USER_ENTITY else obj}
+            )  # fmt: skip
+        script[f"Text:\n{text}"] = {"triplets": triplets}
+    examples = load(language)
+    result = score(examples, await LLMExtractor(ScriptedLLM(script=script)).aextract_many([e.text for e in examples]))
+    assert result.precision >= 0.95, result.wrong
+    assert result.recall >= 0.95, result.missed
