@@ -329,7 +329,7 @@ class _ChineseReader:
 
     @staticmethod
     def _kin(words: list[tuple[str, str]]) -> tuple[str, int] | None:
-        """ "我妹妹…", "用户的女儿…", "妹妹…" (a bare kin word is the speaker's): the role and where the clause goes on."""
+        """ "我妹妹…", "用户的女儿…", "妹妹…" (a bare kin word is the speaker's): the role, where the clause goes on."""
         j = 1 if words[0][0] in _ZH_USER else 0
         j += 1 if j and j < len(words) and words[j][0] == "的" else 0
         if j >= len(words) - 1 or words[j][0] not in _ZH_KIN:

@@ -375,7 +375,7 @@ class _SpacyReader:
         return (role, owner) if owner is not None else None
 
     def _kin_clause(self, verb: Any, noun: Any) -> list[ExtractedFact | None]:
-        """ "My sister lives in Leeds" -> User sister_lives_in Leeds; "My son was born in 2015" -> User son_born_on 2015.
+        """ "My sister lives in Leeds" -> User sister_lives_in Leeds; "My son was born in 2015" -> son_born_on 2015.
 
         A relative without a name is no entity of its own: the fact is the owner's, its predicate
         prefixed with the role. Negated clauses yield nothing (the prefixed predicate could not say it).
