@@ -41,7 +41,7 @@ from llama_index_memory_hierarchy.extraction.base import (
 from llama_index_memory_hierarchy.extraction.chinese import ZH_RELATIONS, ZH_VERBS
 from llama_index_memory_hierarchy.extraction.english import SPACY_MODELS, load_spacy
 from llama_index_memory_hierarchy.extraction.llm import EXTRACTION_PROMPT, LLMExtractor, default_extractor, grounded
-from llama_index_memory_hierarchy.extraction.offline import OfflineExtractor, is_noun
+from llama_index_memory_hierarchy.extraction.offline import OfflineExtractor, is_noun, noun_words
 from llama_index_memory_hierarchy.extraction.relations import (
     NAME_PREDICATE,
     PREDICATE_ALIASES,
@@ -80,5 +80,6 @@ __all__ = [
     "load_spacy",
     "negate_predicate",
     "normalize_predicate",
+    "noun_words",
     "third_person",
 ]

@@ -33,6 +33,25 @@ def is_noun(word: str, texts: Sequence[str]) -> bool:
     return False
 
 
+def noun_words(texts: Sequence[str]) -> set[str] | None:
+    """Lower-case words used as nouns in ``texts`` (spaCy for English, jieba for Chinese), stop words left out.
+
+    None when English text cannot be tagged (spaCy is missing): the caller cannot tell "went" from "guitar".
+    """
+    nouns: set[str] = set()
+    latin = [t for t in texts if LATIN.search(t)]
+    if latin:
+        nlp = load_spacy()
+        if nlp is None:
+            return None
+        for doc in nlp.pipe(latin, batch_size=64):
+            nouns.update(t.lower_ for t in doc if t.pos_ in {"NOUN", "PROPN"} and not t.is_stop)
+    for text in texts:
+        if CJK.search(text):
+            nouns.update(p.word for p in posseg().cut(text) if p.flag.startswith("n") and len(p.word) > 1)
+    return nouns
+
+
 class OfflineExtractor(Extractor):
     """spaCy for English (regular expressions without it), jieba for Chinese; no network, no LLM."""
 

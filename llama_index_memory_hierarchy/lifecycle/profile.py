@@ -7,8 +7,13 @@ statement ("lives in Paris", "does not like coffee", "is allergic to peanuts", "
 the user's manager"), never the user's raw sentences, so a superseded fact leaves the
 profile at once. Statements are grouped by kind (preference, identity, relation, plan, and
 other facts), ranked by importance (reinforced by use) and confidence, and rendered as a
-compact text block within a token budget. Other facts (events such as "met Tom") stay out
+compact text block within a token budget. *Standing* facts, those that constrain any answer
+(diet, allergies, health, accessibility, language, time zone, the names of close people), come
+first, so that "what should I cook tonight?" brings the diet and the allergies into ``get()``
+with no word in common. Other facts (events such as "met Tom") stay out
 when the sentence they came from is dated ("yesterday I met Tom"): episodic memory has them.
+
+Superseded and ended facts about the user are the profile's ``history`` (not injected).
 
 The block is a section of ``HierarchicalMemory.get()``'s system message, and is also
 available as a LlamaIndex memory block (:class:`ProfileMemoryBlock`).
@@ -47,6 +52,24 @@ IDENTITY_PREDICATES = re.compile(
 )
 
 
+#: Facts that constrain answers whatever the request: their predicate, or words of their statement.
+STANDING_PREDICATES = re.compile(
+    r"^(?:named|spouse|married_to|speaks|does_not_speak|does_not_eat|does_not_drink|avoids|is_allergic_to|"
+    r"is_intolerant_to|time_?zone|\w+_of)$"
+)
+STANDING_WORDS = re.compile(
+    r"allerg|intoleran|vegetarian|vegan|pescatarian|kosher|halal|gluten|lactose|dairy[- ]free|diabet|celiac|"
+    r"coeliac|pregnan|asthma|epilep|wheelchair|blind|deaf|disabilit|hearing aid|time ?zone|utc|gmt|"
+    r"素食|过敏|忌口|不吃|清真|糖尿病|怀孕|哮喘|轮椅|失明|听力|时区",
+    re.IGNORECASE,
+)
+
+
+def is_standing(predicate: str, statement: str) -> bool:
+    """Whether a fact about the user constrains answers to any request (see the module docstring)."""
+    return bool(STANDING_PREDICATES.match(predicate) or STANDING_WORDS.search(statement))
+
+
 class ProfileEntry(BaseModel):
     """One line of the profile."""
 
@@ -56,7 +79,14 @@ class ProfileEntry(BaseModel):
     importance: float
     confidence: float = 1.0
     since: datetime | None = None
+    until: datetime | None = None
+    standing: bool = Field(default=False, description="Constrains any answer (diet, allergy, language, ...).")
     source_ids: list[str] = Field(default_factory=list)
+
+    @property
+    def rank(self) -> tuple[bool, float, str]:
+        """Standing facts first, then by importance reinforced by confidence."""
+        return (not self.standing, -(self.importance * (0.5 + 0.5 * self.confidence)), self.text)
 
 
 class UserProfile(BaseModel):
@@ -65,6 +95,10 @@ class UserProfile(BaseModel):
     user_id: str
     preferences: list[ProfileEntry] = Field(default_factory=list)
     facts: list[ProfileEntry] = Field(default_factory=list)
+    history: list[ProfileEntry] = Field(
+        default_factory=list,
+        description="Facts about the user that no longer hold (superseded or ended), latest first.",
+    )
 
     @property
     def empty(self) -> bool:
@@ -78,10 +112,7 @@ class UserProfile(BaseModel):
         used = count_tokens(PROFILE_HEADER) + 1 if header else 0
         added = 0
         # interleave by rank so that a small budget keeps the best of both kinds
-        ranked = sorted(
-            [*self.preferences, *self.facts], key=lambda e: (-(e.importance * (0.5 + 0.5 * e.confidence)), e.text)
-        )
-        for entry in ranked:
+        for entry in sorted([*self.preferences, *self.facts], key=lambda e: e.rank):
             line = f"- {entry.kind}: {entry.text}"
             cost = count_tokens(line) + 1
             if max_tokens is not None and used + cost > max_tokens:
@@ -106,7 +137,8 @@ class ProfileBuilder:
         if not await records.count(deps.user_id, memory_type=MemoryType.SEMANTIC):
             return profile
         semantic = deps.tiers.semantic
-        facts = await semantic.aget_facts(USER_ENTITY)
+        everything = await semantic.aget_facts(USER_ENTITY, include_history=True)
+        facts = [f for f in everything if not f.metadata.get("invalid_at")]
         user = await semantic.aget_entity(USER_ENTITY)
         facts += await self._arelatives_facts(semantic, facts, user.id if user is not None else None)
         source_ids = sorted({s for fact in facts for s in (fact.metadata.get("source_ids") or [])})
@@ -131,12 +163,35 @@ class ProfileBuilder:
                 since=_parse_time(meta.get("valid_at")),
                 source_ids=list(meta.get("source_ids") or []),
             )
+            entry.standing = is_standing(str(meta.get("predicate", "")), text)
             if key not in entries or entry.importance > entries[key].importance:
                 entries[key] = entry
-        ranked = sorted(entries.values(), key=lambda e: (-(e.importance * (0.5 + 0.5 * e.confidence)), e.text))[:limit]
+        ranked = sorted(entries.values(), key=lambda e: e.rank)[:limit]
         profile.preferences = [e for e in ranked if e.kind == "preference"]
         profile.facts = [e for e in ranked if e.kind != "preference"]
+        profile.history = self._history([f for f in everything if f.metadata.get("invalid_at")], user, limit)
         return profile
+
+    def _history(self, ended: list[MemoryItem], user: Any, limit: int) -> list[ProfileEntry]:
+        """Entries of the facts about the user that no longer hold, latest end first."""
+        history = []
+        for item in ended:
+            statement = fact_statement(item.metadata, user.id if user is not None else None)
+            if statement is not None:
+                history.append(
+                    ProfileEntry(
+                        text=statement[1],
+                        kind=statement[0],
+                        memory_id=item.id,
+                        importance=_importance(item, self.deps.settings),
+                        confidence=float(item.metadata.get("confidence", 1.0)),
+                        since=_parse_time(item.metadata.get("valid_at")),
+                        until=_parse_time(item.metadata.get("invalid_at")),
+                        source_ids=list(item.metadata.get("source_ids") or []),
+                    )
+                )
+        history.sort(key=lambda e: (e.until or e.since).timestamp() if e.until or e.since else 0.0, reverse=True)
+        return history[:limit]
 
     @staticmethod
     async def _arelatives_facts(semantic: Any, facts: list[MemoryItem], user_id: str | None) -> list[MemoryItem]:

@@ -449,10 +449,11 @@ async def _profile_text(memory: HierarchicalMemory) -> str:
     if profile.empty:
         return f"No profile of user {memory.user_id} yet: nothing lasting about them is in memory."
     lines = [f"Profile of user {memory.user_id} (best first):"]
-    for entry in sorted(
-        [*profile.preferences, *profile.facts], key=lambda e: (-(e.importance * (0.5 + 0.5 * e.confidence)), e.text)
-    ):
+    for entry in sorted([*profile.preferences, *profile.facts], key=lambda e: e.rank):
         lines.append(f"- {entry.kind}: {entry.text} (id={entry.memory_id}, importance {entry.importance:.2f})")
+    for entry in profile.history:  # what no longer holds, with when it stopped
+        until = entry.until.date().isoformat() if entry.until else "?"
+        lines.append(f"- no longer ({entry.kind}, until {until}): {entry.text} (id={entry.memory_id})")
     return "\n".join(lines)
 
 

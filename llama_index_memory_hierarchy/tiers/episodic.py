@@ -8,6 +8,7 @@ an access: ``access_count`` and ``last_accessed`` are bumped in the background.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -15,6 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from llama_index_memory_hierarchy.extraction import noun_words
+from llama_index_memory_hierarchy.extraction.base import CJK
+from llama_index_memory_hierarchy.language import query_stopwords
 from llama_index_memory_hierarchy.ranking.pipeline import DEFAULT_RECIPE, format_turn, keyword_document
 from llama_index_memory_hierarchy.stores.base import Record
 from llama_index_memory_hierarchy.text import keyword_tokens
@@ -196,12 +200,20 @@ class EpisodicMemory(StoredTier):
 
         Topics are keywords used in at least ``min_sessions`` sessions, ranked by how
         many sessions mention them; times are histograms of event hours and weekdays.
+        A topic is a noun (spaCy for English, jieba for Chinese; without spaCy, any word but
+        the stop words): "went", "again" and "then" recur in every conversation and say nothing.
         """
         items = await self.aquery()
+        stop = query_stopwords()
+        nouns = await asyncio.to_thread(noun_words, [item.content for item in items]) if items else set()
         sessions_by_term: dict[str, set[str]] = {}
         counts: Counter[str] = Counter()
         for item in items:
-            terms = {t for t in keyword_tokens(item.content) if len(t) > 2 and t not in _STOPWORDS}
+            terms = {
+                t
+                for t in keyword_tokens(item.content)
+                if (len(t) > 2 or (len(t) > 1 and CJK.match(t))) and t not in stop and (nouns is None or t in nouns)
+            }
             for term in terms:
                 sessions_by_term.setdefault(term, set()).add(item.session_id or "")
                 counts[term] += 1
@@ -225,97 +237,3 @@ class EpisodicMemory(StoredTier):
     def find_patterns(self, top_n: int = 10, min_sessions: int = 2) -> dict[str, Any]:
         """Sync twin of :meth:`afind_patterns`."""
         return self.blocking(self.afind_patterns(top_n, min_sessions))
-
-
-_STOPWORDS = frozenset(
-    [
-        "the",
-        "and",
-        "for",
-        "are",
-        "but",
-        "not",
-        "you",
-        "all",
-        "any",
-        "can",
-        "had",
-        "her",
-        "was",
-        "one",
-        "our",
-        "out",
-        "day",
-        "get",
-        "has",
-        "him",
-        "his",
-        "how",
-        "man",
-        "new",
-        "now",
-        "old",
-        "see",
-        "two",
-        "way",
-        "who",
-        "boy",
-        "did",
-        "its",
-        "let",
-        "put",
-        "say",
-        "she",
-        "too",
-        "use",
-        "that",
-        "with",
-        "have",
-        "this",
-        "will",
-        "your",
-        "from",
-        "they",
-        "know",
-        "want",
-        "been",
-        "good",
-        "much",
-        "some",
-        "time",
-        "very",
-        "when",
-        "come",
-        "here",
-        "just",
-        "like",
-        "long",
-        "make",
-        "many",
-        "over",
-        "such",
-        "take",
-        "than",
-        "them",
-        "well",
-        "were",
-        "what",
-        "which",
-        "would",
-        "there",
-        "their",
-        "about",
-        "could",
-        "other",
-        "into",
-        "more",
-        "these",
-        "also",
-        "should",
-        "because",
-        "does",
-        "really",
-        "think",
-        "yeah",
-    ]
-)

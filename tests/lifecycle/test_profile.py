@@ -142,3 +142,33 @@ def test_profile_follows_facts_written_by_another_memory_of_the_process_without_
     [fact] = second.semantic.get_facts("Utrecht")
     second.semantic.remove(fact.id)
     assert "Utrecht" not in profile_text()
+
+
+def test_standing_facts_reach_get_for_requests_they_bear_on_without_shared_words(memory_factory) -> None:
+    """Diet and allergies constrain "what should I cook tonight?" though no word of it names them."""
+    memory = memory_factory(memory_context_token_limit=160)
+    memory.manager.add_memory("I'm Alice.", "semantic", 0.5)
+    memory.manager.add_memory("Alice is vegetarian and allergic to peanuts.", "semantic", 0.5)
+    for hobby in ["chess", "tennis", "the cello", "badminton", "volleyball", "poker", "squash", "the banjo"]:
+        memory.semantic.add_fact("User", "plays", hobby, importance=0.9)  # more important, but no constraint
+    memory.semantic.add_fact("User", "works_at", "Globex", importance=0.9)
+    profile = memory.manager.get_profile()
+    standing = {e.text for e in [*profile.preferences, *profile.facts] if e.standing}
+    assert {"is vegetarian", "is allergic to peanuts", "name is Alice"} <= standing
+    memory.put(ChatMessage(role="user", content="What should I cook tonight?"))
+    system = memory.get()[-1]
+    assert system.role == MessageRole.SYSTEM
+    assert "is vegetarian" in system.content and "is allergic to peanuts" in system.content
+    assert count_tokens(system.content) <= 160
+
+
+def test_profile_history_keeps_what_no_longer_holds(memory_factory) -> None:
+    memory = memory_factory()
+    statement = memory.semantic.add("The user works at Initech.")
+    memory.semantic.update(statement, content="The user works at Globex.")
+    profile = memory.manager.get_profile()
+    assert "works at Globex" in {e.text for e in profile.facts}
+    assert "works at Initech" not in {e.text for e in profile.facts}
+    [old] = [e for e in profile.history if e.text == "works at Initech"]
+    assert old.until is not None and old.since is not None and old.until >= old.since
+    assert memory.semantic.get_stats()["historical_facts"] >= 1

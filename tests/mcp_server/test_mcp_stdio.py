@@ -6,6 +6,7 @@ session" is also recall after a restart of the server.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,20 @@ async def test_stdio_tools_bad_input_then_recall_and_forget_in_a_new_session(tmp
         assert memory_id not in ids(text(await session.call_tool("recall", {"query": "city the user lives in"})))
         gone = refused(await session.call_tool("forget", {"memory_id": memory_id}))
         assert f"No memory with id={memory_id}" in gone
+
+
+async def test_stdio_remember_in_the_third_person_fills_the_profile_and_the_graph(tmp_path: Path) -> None:
+    """What a client writes as asked ("The user ...") is about the user; a correction keeps the history."""
+    async with stdio_session(tmp_path / "memory", "alice") as session:
+        for content in ["The user is vegetarian.", "The user's daughter is called Mia.", "I'm Alice."]:
+            ok(await session.call_tool("remember", {"content": content}))
+        ok(await session.call_tool("remember", {"content": "Alice is allergic to peanuts."}))  # the name, given once
+        (job,) = ids(ok(await session.call_tool("remember", {"content": "The user works at Initech."})))
+        ok(await session.call_tool("update_memory", {"memory_id": job, "content": "The user works at Globex."}))
+        profile = ok(await session.call_tool("profile", {}))
+        for statement in ["is vegetarian", "Mia is the user's daughter", "is allergic to peanuts", "works at Globex"]:
+            assert statement in profile, (statement, profile)
+        assert "no longer (identity, until" in profile and "works at Initech" in profile
+        related = ok(await session.call_tool("related_entities", {"entity": "User", "depth": 1}))
+        assert "Mia" in related and "Globex" in related, related
+        assert json.loads(ok(await session.call_tool("memory_stats", {})))["semantic"]["historical_facts"] >= 1

@@ -75,6 +75,24 @@ def test_timeline_session_and_patterns(make_memory) -> None:
     assert patterns["active_hours"] == {9: 4, 12: 4}
 
 
+def test_patterns_are_topics_not_filler_words(make_memory) -> None:
+    """ "went", "again", "then" recur in every conversation; only what they were about is a topic."""
+    pytest.importorskip("spacy")
+    episodic = make_memory().episodic
+    lines = [
+        "We went to the climbing gym again, then had pho.",
+        "I went bouldering at the climbing gym and then again on Friday.",
+        "Then we went back to the gym again.",
+        "周末又去攀岩馆了，然后吃了米粉。",
+        "然后我们又去了攀岩馆。",
+    ]
+    for day, line in enumerate(lines):
+        episodic.add(line, timestamp=T0 + timedelta(days=day), session_id=f"d{day}")
+    topics = [t["topic"] for t in episodic.find_patterns(top_n=20)["recurring_topics"]]
+    assert "gym" in topics and "climbing" in topics and any(t.startswith("攀岩") for t in topics)
+    assert not {"went", "again", "then", "然后"} & set(topics)
+
+
 def test_retrieval_bumps_access(make_memory) -> None:
     memory = make_memory()
     memory_id = memory.episodic.add("the wifi password is on the fridge")

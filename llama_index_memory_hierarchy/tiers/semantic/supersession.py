@@ -30,9 +30,9 @@ from llama_index_memory_hierarchy.tiers.semantic.state import SemanticState
 #: ``has`` and ``prefers`` are not among them: "Carol is left-handed" does not end "Carol is a pilot".
 DEFAULT_FUNCTIONAL_PREDICATES = frozenset(
     {
-        "lives_in", "works_at", "works_as", "age", "spouse", "married_to", "job", "job_title", "title", "role",
-        "nationality", "born_in", "born_on", "birthday", "email", "phone", "status", "favorite_color", "hometown",
-        NAME_PREDICATE,
+        "lives_in", "works_at", "works_as", "works_in", "age", "spouse", "married_to", "job", "job_title", "title",
+        "role", "nationality", "born_in", "born_on", "birthday", "email", "phone", "status", "favorite_color",
+        "hometown", NAME_PREDICATE,
     }
 )  # fmt: skip
 

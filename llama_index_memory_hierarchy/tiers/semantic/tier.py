@@ -296,6 +296,9 @@ class SemanticMemory(StoredTier):
     ) -> bool:
         """Change importance/metadata; a statement's new content re-extracts its facts.
 
+        The facts the new content states supersede those it contradicts; facts the statement no
+        longer states end. Both stay as history (``historical_facts``, the profile's history).
+
         A fact's content is its triplet: add the corrected fact instead (it supersedes a
         functional one) and remove the wrong one.
         """
@@ -322,9 +325,11 @@ class SemanticMemory(StoredTier):
             return done
         done = await super().aupdate(memory_id, content=content, importance=importance, metadata=metadata)
         if done and content is not None and self.settings.extract_on_add:
-            await self._aremove_sources([memory_id])
+            # the corrected facts first, so that they supersede the old ones (history kept, as for a later
+            # contradicting turn); what the statement no longer says then ends (history too)
             extraction = await self.extractor.aextract_many([content])
-            await self._aadd_extracted(extraction, [memory_id], None, None)
+            [kept] = await self._aadd_extracted(extraction, [memory_id], None, None)
+            await self.writer.aretract(state, memory_id, kept)
         return done
 
     async def adelete_records(self, ids: Sequence[str]) -> tuple[list[str], int]:

@@ -15,7 +15,7 @@ from llama_index_memory_hierarchy.calibration import acalibration
 from llama_index_memory_hierarchy.entity_resolution import EntityResolver, normalize_name, types_compatible
 from llama_index_memory_hierarchy.extraction import NAME_PREDICATE, USER_ENTITY
 from llama_index_memory_hierarchy.stores.base import Record
-from llama_index_memory_hierarchy.tiers.semantic.facts import FactInput
+from llama_index_memory_hierarchy.tiers.semantic.facts import Fact, FactInput
 from llama_index_memory_hierarchy.tiers.semantic.graph_mirror import GraphMirror
 from llama_index_memory_hierarchy.tiers.semantic.state import SemanticState
 from llama_index_memory_hierarchy.tiers.semantic.supersession import apply_facts, reinstate_superseded, repoint_entity
@@ -139,6 +139,42 @@ class FactWriter:
         if doomed:
             await self.adelete(state, sorted(set(doomed)))
         return len(set(doomed))
+
+    async def aretract(self, state: SemanticState, source_id: str, kept: Collection[str]) -> int:
+        """``source_id`` was corrected and no longer states its current facts but ``kept``: how many ended.
+
+        A fact only it supported ends now (``invalid_at``, ``expired_at``) and stays as history, as a
+        superseded fact does; a fact other memories state too only loses it as a source. Deleting the
+        memory later deletes that history with it.
+        """
+        async with state.lock:
+            now = utcnow().isoformat()
+            changed: list[Fact] = []
+            ended: list[Fact] = []
+            for fact_id in sorted(state.by_source.get(source_id, ())):
+                fact = state.facts[fact_id]
+                if not fact.current or fact_id in kept:
+                    continue
+                state.unindex(fact_id)
+                others = [s for s in fact.source_ids if s != source_id]
+                if others:
+                    fact.metadata = {**fact.metadata, "source_ids": others}
+                else:
+                    fact.current = False
+                    fact.metadata = {**fact.metadata, "invalid_at": now, "expired_at": now}
+                    ended.append(fact)
+                state.index(fact)
+                changed.append(fact)
+            try:
+                for fact in changed:
+                    await self.context.records.update(self.user_id, fact.id, metadata=fact.metadata)
+                if changed:
+                    await self.context.drain_outbox()
+            except BaseException:
+                state.loaded = False
+                raise
+            await self.mirror.amirror(state, [f for f in changed if f.current], ended)
+            return len(ended)
 
     async def adelete(self, state: SemanticState, fact_ids: Sequence[str]) -> None:
         """Delete fact records; reinstate facts they had superseded; drop orphan entities."""
