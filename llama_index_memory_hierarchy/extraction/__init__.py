@@ -18,9 +18,14 @@
   regular expressions keep working for English.
 
 Every fact records which ``extractor`` produced it (``"llm:<model>"``, ``"spacy"``,
-``"jieba"``, ``"regex"``) and a ``confidence``. First-person mentions (I, me, my, 我)
-become the entity ``"User"``, the person the memory belongs to; the user's own name
-("I'm Zhang San", "我叫张三") is the relation :data:`NAME_PREDICATE`.
+``"jieba"``, ``"regex"``) and a ``confidence``. First-person mentions (I, me, my, 我) and
+third-person ones ("the user", 用户: how an MCP client or an agent writes) become the entity
+``"User"``, the person the memory belongs to; in a sentence about "the user", "I" and "me" are
+the writer, not the user. The user's own name ("I'm Zhang San", "我叫张三") is the relation
+:data:`NAME_PREDICATE`, and facts about that name in the same text are the user's
+(:func:`~.base.with_user_name`; across texts semantic memory makes the name an alias). A relative
+without a name makes a fact of the user's with the role in the predicate ("My sister lives in
+Leeds" -> ``User sister_lives_in Leeds``, "女儿2019年5月3日出生" -> ``User daughter_born_on 2019年5月3日``).
 
 Modules, each importing only those before it: ``relations`` (canonical predicates, negation),
 ``base`` (what an extraction yields, :class:`Extractor`), ``english`` (spaCy), ``regex``

@@ -164,11 +164,14 @@ class _ChineseReader:
         self.people: list[str] = []
         self.facts: list[ExtractedFact | None] = []
         self.entities: dict[str, ExtractedEntity] = {}
+        #: The sentence speaks of 用户 in the third person: its 我 is the writer (an agent), not the user.
+        self.reported = False
 
     def read(self, text: str) -> Extraction:
         for sentence in re.split(r"(?<=[。！？!?；;\n])", text):
             if not CJK.search(sentence) or self._skip_sentence(sentence):
                 continue
+            self.reported = any(user in sentence for user in _ZH_USER - {"我"})
             subject: tuple[str, str] | None = None
             for clause in re.split(r"[，,：:。！!；;\n]+|但是|所以|而且|因为|不过", sentence):
                 words = self._words(clause)
@@ -210,7 +213,7 @@ class _ChineseReader:
     # ------------------------------------------------------------------ pieces
     def _person(self, word: str, flag: str) -> tuple[str, str] | None:
         if word in _ZH_USER:
-            return USER_ENTITY, "PERSON"
+            return None if word == "我" and self.reported else (USER_ENTITY, "PERSON")
         if word in _ZH_PERSON_PRONOUNS:
             return (self.people[-1], "PERSON") if len(set(self.people)) == 1 else None
         if flag in {"nr", "nrt", "nrfg"} and len(word) > 1:

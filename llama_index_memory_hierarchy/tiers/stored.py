@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 #: Called with the ids of this tier's deleted records; deletes what another tier derived only from
 #: them and returns how many it deleted (the semantic tier's facts citing them, see ``TierSet``).
 DeleteCascade = Callable[[Sequence[str]], Awaitable[int]]
+#: What a changed memory's content changes elsewhere (facts extracted from it): called with the changed memory.
+EditCascade = Callable[[MemoryItem], Awaitable[Any]]
 #: Deletes memories of a tier by id through the hierarchy's deletion path; returns the ids deleted.
 DeletionPath = Callable[["StoredTier", Sequence[str]], Awaitable[list[str]]]
 
@@ -74,12 +76,17 @@ class StoredTier(MemoryTier):
         self.context = context
         self.config = context.config
         self._cascades: list[DeleteCascade] = []
+        self._edit_cascades: list[EditCascade] = []
         self._deletion_path: DeletionPath | None = None
 
     # ------------------------------------------------------------------ wiring (done by the tier set)
     def on_delete(self, cascade: DeleteCascade) -> None:
         """Run ``cascade`` with the ids of every deletion of this tier's records (see :data:`DeleteCascade`)."""
         self._cascades.append(cascade)
+
+    def on_edit(self, cascade: EditCascade) -> None:
+        """Run ``cascade`` with every memory of this tier whose content :meth:`aupdate` changed."""
+        self._edit_cascades.append(cascade)
 
     def delete_through(self, path: DeletionPath) -> None:
         """Route ``remove``, ``clear`` and forgetting through ``path``.
@@ -173,6 +180,8 @@ class StoredTier(MemoryTier):
         await self.context.drain_outbox()
         if record is not None and content is not None:
             await self._aafter_edit(changed)
+            for cascade in self._edit_cascades:
+                await cascade(changed)
         return record is not None
 
     def embedded_text(self, item: MemoryItem) -> str:

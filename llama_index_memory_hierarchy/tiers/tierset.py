@@ -20,7 +20,7 @@ from llama_index_memory_hierarchy.tiers.perceptual import PerceptionSettings, Pe
 from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory, SemanticSettings
 from llama_index_memory_hierarchy.tiers.stored import StoredTier
 from llama_index_memory_hierarchy.tiers.working import EvictionHandler, WorkingMemory
-from llama_index_memory_hierarchy.types import MemoryType
+from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
 
 if TYPE_CHECKING:
     from llama_index.core.graph_stores.types import PropertyGraphStore
@@ -138,9 +138,14 @@ class TierSet:
         return tier
 
     def _source(self, tier: Stored) -> Stored:
-        """A tier facts are extracted from: its deleted memories take the facts only they supported along."""
+        """A tier facts are extracted from: its deleted memories take the facts only they supported along, and a
+        corrected memory's facts are corrected with it (history kept)."""
         tier.on_delete(self._aforget_sources)
+        tier.on_edit(self._arestate_source)
         return self._routed(tier)
+
+    async def _arestate_source(self, item: MemoryItem) -> int:
+        return await self.semantic.arestate(item.id, item.content, only_cited=True)
 
     async def _aforget_sources(self, ids: Sequence[str]) -> int:
         return await self.semantic.aremove_sources(ids)

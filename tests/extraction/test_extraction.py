@@ -234,6 +234,7 @@ async def test_the_user_in_the_third_person_is_the_user_offline() -> None:
         "The user's daughter is called Mia.",
         "The user asked me to book a table.",  # "me" is the agent writing this, not the user
         "用户住在北京。",
+        "用户让我订机票。",  # 我 is the agent writing this
         "I'm Alice. Alice is allergic to peanuts.",
         "我叫王芳。王芳在银行工作。",
         "My name is Ada. Tom is a pilot.",
@@ -244,6 +245,7 @@ async def test_the_user_in_the_third_person_is_the_user_offline() -> None:
         {("Mia", "daughter_of", USER_ENTITY)},
         set(),
         {(USER_ENTITY, "lives_in", "北京")},
+        set(),
         {(USER_ENTITY, "named", "Alice"), (USER_ENTITY, "is_allergic_to", "peanuts")},
         {(USER_ENTITY, "named", "王芳"), (USER_ENTITY, "works_at", "银行")},
         {(USER_ENTITY, "named", "Ada"), ("Tom", "is", "pilot")},  # a third person stays theirs

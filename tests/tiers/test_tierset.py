@@ -1,4 +1,4 @@
-"""The tier set: each tier built once with the caller's options, and the delete cascade wired through them."""
+"""The tier set: each tier built once with the caller's options, and the delete and edit cascades wired through them."""
 
 from __future__ import annotations
 
@@ -24,3 +24,19 @@ def test_each_tier_is_built_once(make_memory) -> None:
     memory = make_memory()
     assert memory.semantic is memory.semantic and memory.perceptual is memory.perceptual
     assert memory.tiers() == [memory.working, memory.episodic, memory.semantic, memory.perceptual]
+
+
+def test_an_edited_turn_corrects_its_facts_and_keeps_their_history(make_memory) -> None:
+    memory = make_memory()
+    turn = memory.episodic.add("I work at Initech.")
+    old = memory.semantic.add_fact("User", "works_at", "Initech", source_id=turn)
+    untouched = memory.episodic.add("I live in Lyon.")  # cites nothing: an edit extracts nothing from it
+    assert memory.episodic.update(turn, content="I work at Globex.")
+    assert memory.episodic.update(untouched, content="I live in Nantes.")
+    facts = memory.semantic.get_facts("User", include_history=True)
+    by_object = {f.metadata["object"]: f for f in facts}
+    assert set(by_object) == {"Initech", "Globex"}
+    assert by_object["Initech"].id == old and by_object["Initech"].metadata["invalid_at"] is not None
+    assert by_object["Globex"].metadata["invalid_at"] is None and by_object["Globex"].metadata["source_ids"] == [turn]
+    assert memory.episodic.remove(turn)
+    assert memory.semantic.get_facts("User", include_history=True) == []  # the history goes with its source

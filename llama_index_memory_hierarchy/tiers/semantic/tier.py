@@ -325,12 +325,24 @@ class SemanticMemory(StoredTier):
             return done
         done = await super().aupdate(memory_id, content=content, importance=importance, metadata=metadata)
         if done and content is not None and self.settings.extract_on_add:
-            # the corrected facts first, so that they supersede the old ones (history kept, as for a later
-            # contradicting turn); what the statement no longer says then ends (history too)
-            extraction = await self.extractor.aextract_many([content])
-            [kept] = await self._aadd_extracted(extraction, [memory_id], None, None)
-            await self.writer.aretract(state, memory_id, kept)
+            await self.arestate(memory_id, content)
         return done
+
+    async def arestate(self, source_id: str, content: str, *, only_cited: bool = False) -> int:
+        """``source_id`` (a statement, or a turn facts were extracted from) now says ``content``: how many facts ended.
+
+        Its facts are extracted again and added first, so that they supersede those they contradict
+        (history kept, as for a later contradicting turn); the facts it no longer states then end
+        (history too, :meth:`FactWriter.aretract`). ``only_cited``: nothing when no fact cites it yet
+        (a turn not consolidated yet is extracted when it is).
+        """
+        source_id = validate_memory_id(source_id, "source_id")
+        state = await self._astate()
+        if only_cited and not state.by_source.get(source_id):
+            return 0
+        extraction = await self.extractor.aextract_many([validate_content(content)])
+        [kept] = await self._aadd_extracted(extraction, [source_id], None, None)
+        return await self.writer.aretract(state, source_id, kept)
 
     async def adelete_records(self, ids: Sequence[str]) -> tuple[list[str], int]:
         """Delete facts (reinstating those they superseded) and statements with the facts only they supported."""
