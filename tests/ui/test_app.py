@@ -165,3 +165,14 @@ def test_gets_change_no_access_counts(memory: Any, two_users: tuple[Path, dict[s
     assert access_counts(memory, [tea]) == before
     memory.search("which tea do I like")  # the agent's recall still counts
     assert access_counts(memory, [tea])[tea] == before[tea] + 1
+
+
+def test_profile_page_shows_what_no_longer_holds(make_memory) -> None:
+    memory = make_memory(user_id="erin", session_id="lmh-ui")
+    statement = memory.semantic.add("The user lives in Ghent.")
+    memory.semantic.update(statement, content="The user lives in Antwerp.")
+    page = client(memory, allow_edits=False).get("/profile").text
+    current, history = page.split('id="profile-history"')
+    history = history.split("As injected")[0]  # the injected text follows: current facts only
+    assert "lives in Antwerp" in current and "lives in Ghent" not in current
+    assert "lives in Ghent" in history and "lives in Antwerp" not in history

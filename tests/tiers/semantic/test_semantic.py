@@ -335,3 +335,16 @@ def test_a_name_known_before_the_user_introduces_themselves_becomes_the_user(mak
     assert labels.count("Zhang San") == 1 and "User" not in labels  # one node for the user, labelled with the name
     assert not [e for e in graph["edges"] if e["source"] == e["target"]]  # no "User named User" edge
     assert any("Li Si" in r.path for r in semantic.get_related_entities("Zhang San"))
+
+
+def test_a_name_given_once_is_the_user_in_later_and_earlier_texts(make_memory) -> None:
+    semantic = make_memory().semantic
+    semantic.add("Priya is a pilot.")  # before the user said who they are: a person of that name
+    semantic.add("I'm Priya.")  # now she is the user: her facts move to the user's entity
+    semantic.add("Priya is allergic to sesame.")  # and later facts about the name are the user's
+    semantic.add("My colleague Tom is vegan.")  # a third person stays theirs
+    facts = {(f.metadata["predicate"], f.metadata["object"]) for f in semantic.get_facts("User")}
+    assert {("is", "pilot"), ("is_allergic_to", "sesame"), ("named", "Priya")} <= facts
+    assert ("is", "vegan") not in facts
+    assert semantic.get_entity("Priya").id == semantic.get_entity("User").id
+    assert ("is", "vegan") in {(f.metadata["predicate"], f.metadata["object"]) for f in semantic.get_facts("Tom")}
