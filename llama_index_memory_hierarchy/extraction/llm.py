@@ -14,6 +14,7 @@ from llama_index_memory_hierarchy.errors import LLMReplyError, MemoryValidationE
 from llama_index_memory_hierarchy.extraction.base import (
     CJK,
     CONFIDENCE_LLM,
+    FIRST_PERSON,
     SENTENCES,
     ExtractedEntity,
     ExtractedFact,
@@ -27,6 +28,10 @@ from llama_index_memory_hierarchy.extraction.offline import OfflineExtractor
 from llama_index_memory_hierarchy.extraction.relations import USER_ENTITY
 
 logger = logging.getLogger(__name__)
+
+_THE_USER = re.compile(r"\bthe user\b|用户", re.IGNORECASE)
+#: First-person mentions, which name the writer, not the user, in a text about "the user".
+_WRITER = {*FIRST_PERSON, "我", "we", "us", "我们"}
 
 
 class _LLMTriplet(BaseModel):
@@ -116,7 +121,10 @@ class LLMExtractor(Extractor):
             if not isinstance(output, _LLMTriplets):
                 raise LLMReplyError(f"expected {_LLMTriplets.__name__}, got {type(output).__name__}")
             facts = []
+            reported = _THE_USER.search(chunk) is not None  # "The user asked me to ...": "me" is the writer
             for triplet in output.triplets[: self.max_triplets]:
+                if reported and {triplet.subject.strip().casefold(), triplet.object.strip().casefold()} & _WRITER:
+                    continue
                 subject = USER_ENTITY if is_user_mention(triplet.subject) else triplet.subject
                 obj = USER_ENTITY if is_user_mention(triplet.object) else triplet.object
                 fact = make_fact(

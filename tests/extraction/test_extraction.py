@@ -258,6 +258,12 @@ async def test_llm_path_maps_the_user_and_their_name() -> None:
             "The user lives in Oslo": {
                 "triplets": [{"subject": "the user", "predicate": "lives_in", "object": "Oslo"}]
             },
+            "The user asked me to": {
+                "triplets": [
+                    {"subject": "me", "predicate": "asked_to_book", "object": "table"},  # the agent, not the user
+                    {"subject": "the user", "predicate": "likes", "object": "window tables"},
+                ]
+            },
             "用户喜欢绿茶": {"triplets": [{"subject": "用户", "predicate": "likes", "object": "绿茶"}]},
             "I'm Bea. Bea drives a van": {
                 "triplets": [
@@ -268,10 +274,16 @@ async def test_llm_path_maps_the_user_and_their_name() -> None:
         }
     )
     results = await LLMExtractor(llm).aextract_many(
-        ["The user lives in Oslo.", "用户喜欢绿茶。", "I'm Bea. Bea drives a van."]
+        [
+            "The user lives in Oslo.",
+            "The user asked me to book a table; they like window tables.",
+            "用户喜欢绿茶。",
+            "I'm Bea. Bea drives a van.",
+        ]
     )
     assert [facts_of(r) for r in results] == [
         {(USER_ENTITY, "lives_in", "Oslo")},
+        {(USER_ENTITY, "likes", "window tables")},
         {(USER_ENTITY, "likes", "绿茶")},
         {(USER_ENTITY, "named", "Bea"), (USER_ENTITY, "drives", "van")},
     ]
