@@ -29,6 +29,10 @@ MAX_METADATA_DEPTH = 8
 #: Most items one batched add accepts (one transaction and one embedding pass hold them all in memory:
 #: about 10 KB each at peak); larger inputs are refused with a precise error, so call in batches.
 MAX_BATCH_ITEMS = 10_000
+#: Earliest and latest time accepted anywhere (UTC), a day inside what ``datetime`` holds: stored times are epoch
+#: floats whose rounding, a time zone's offset or a day's arithmetic must never step past year 1 or 9999.
+TIME_MIN = datetime(1, 1, 2, tzinfo=UTC)
+TIME_MAX = datetime(9998, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 #: Identifiers (user, session, namespace): printable, no path separators, bounded.
 _ID_PATTERN = re.compile(r"[A-Za-z0-9_.@:+\-=]{1,128}")
 
@@ -47,8 +51,12 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def as_utc(value: datetime | str | float | int, field: str = "timestamp") -> datetime:
-    """Coerce a datetime, ISO string or epoch seconds to an aware UTC datetime."""
+def as_utc(value: datetime | str | float | int, field: str = "timestamp", *, clamp: bool = False) -> datetime:
+    """Coerce a datetime, ISO string or epoch seconds to an aware UTC datetime within ``TIME_MIN``..``TIME_MAX``.
+
+    Outside them is an error, or with ``clamp`` (a filter's bound, never stored) the nearest bound: a query
+    "until the last stored moment plus a tick" must still run.
+    """
     if isinstance(value, bool):
         raise MemoryValidationError(field, "expected a datetime, ISO string or epoch seconds, got bool")
     if isinstance(value, (int, float)):
@@ -60,7 +68,7 @@ def as_utc(value: datetime | str | float | int, field: str = "timestamp") -> dat
             raise MemoryValidationError(field, f"epoch seconds out of range: {shown}") from exc
         if moment is None:
             raise MemoryValidationError(field, f"must be finite, got {value!r}")
-        return moment
+        return bounded_time(moment, field, clamp=clamp)
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value)
@@ -69,11 +77,22 @@ def as_utc(value: datetime | str | float | int, field: str = "timestamp") -> dat
     if not isinstance(value, datetime):
         raise MemoryValidationError(field, f"expected a datetime, got {type(value).__name__}")
     if value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
+        return bounded_time(value.replace(tzinfo=UTC), field, clamp=clamp)
     try:
-        return value.astimezone(UTC)
+        return bounded_time(value.astimezone(UTC), field, clamp=clamp)
     except OverflowError as exc:  # e.g. 9999-12-31T23:00-05:00 is past datetime.max in UTC
         raise MemoryValidationError(field, f"out of range once converted to UTC: {value.isoformat()}") from exc
+
+
+def bounded_time(value: datetime, field: str, *, clamp: bool = False) -> datetime:
+    """An aware time checked to lie within ``TIME_MIN``..``TIME_MAX`` (why: ``9999-12-31T23:59:59.999999`` stored
+    as epoch seconds reads back as year 10000, and every later read of that user would fail)."""
+    if not TIME_MIN <= value <= TIME_MAX:
+        if clamp:
+            return TIME_MIN if value < TIME_MIN else TIME_MAX
+        bounds = f"{TIME_MIN.date().isoformat()} and {TIME_MAX.date().isoformat()}"
+        raise MemoryValidationError(field, f"out of range: {value.isoformat()} (times must lie between {bounds}, UTC)")
+    return value
 
 
 def validate_identifier(value: Any, field: str) -> str:
@@ -306,7 +325,7 @@ class MemoryFilter(BaseModel):
             validate_identifier(data["session_id"], "session_id")
         for key in ("start_time", "end_time"):
             if data.get(key) is not None:
-                data[key] = as_utc(data[key], key)
+                data[key] = as_utc(data[key], key, clamp=True)
         if data.get("min_importance") is not None:
             data["min_importance"] = validate_importance(data["min_importance"], "min_importance")
         if data.get("metadata") is not None:
@@ -350,18 +369,27 @@ def parse_moment(value: str, field: str, *, end_of_day: bool = False) -> datetim
         return _day_bound(now.date() - timedelta(days=1 if text == "yesterday" else 0), end_of_day)
     match = _RELATIVE_AGE.match(text)
     if match:
-        return now - timedelta(**{_AGE_UNITS[match.group(2).lower()]: float(match.group(1))})
+        try:
+            moment = now - timedelta(**{_AGE_UNITS[match.group(2).lower()]: float(match.group(1))})
+        except (OverflowError, ValueError):  # 99999999999d, or a 400-digit age (an infinite float)
+            raise MemoryValidationError(field, f"age too large: {_shown(value)} (it reaches before year 1)") from None
+        return bounded_time(moment, field)
     try:
-        if len(text) == 10:
-            return _day_bound(date.fromisoformat(text), end_of_day)
-        moment = datetime.fromisoformat(value.strip())
+        day = date.fromisoformat(text) if len(text) == 10 else None
+        moment = None if day else datetime.fromisoformat(value.strip())
     except ValueError:
         raise MemoryValidationError(
-            field, f"not a time: {value!r} (use an ISO date like 2026-01-31, a datetime, 'today', or an age like 7d)"
+            field,
+            f"not a time: {_shown(value)} (use an ISO date like 2026-01-31, a datetime, 'today', or an age like 7d)",
         ) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return _day_bound(day, end_of_day, field) if day else as_utc(moment, field)
 
 
-def _day_bound(day: date, end: bool) -> datetime:
-    start = datetime(day.year, day.month, day.day, tzinfo=UTC)
-    return start + timedelta(days=1, microseconds=-1) if end else start
+def _shown(value: str, limit: int = 60) -> str:
+    """A caller's text quoted for an error message, cut short (a 400-digit age need not come back whole)."""
+    return repr(value) if len(value) <= limit else f"{value[:limit]!r}… ({len(value)} characters)"
+
+
+def _day_bound(day: date, end: bool, field: str = "time") -> datetime:
+    start = bounded_time(datetime(day.year, day.month, day.day, tzinfo=UTC), field)
+    return bounded_time(start + timedelta(days=1, microseconds=-1), field) if end else start

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import numpy as np
 import pytest
 from pydantic import ValidationError
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.types import (
+    TIME_MAX,
+    TIME_MIN,
     MemoryFilter,
     MemoryItem,
     as_utc,
+    parse_moment,
     validate_identifier,
     validate_positive_int,
 )
@@ -68,3 +73,34 @@ def test_an_item_from_stored_values_is_the_item_they_validate_to() -> None:
     del values["explanation"]
     with pytest.raises(ValueError, match="every field"):
         MemoryItem.from_stored(values)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [datetime.max, datetime.max.replace(tzinfo=UTC), datetime.min, "9999-12-31T23:59:59.999999", "0001-01-01T00:00"],
+    ids=["datetime.max", "aware max", "datetime.min", "max as text", "year 1 start"],
+)
+def test_times_past_the_margin_are_refused_naming_the_field(value: object) -> None:
+    """Issue 36, item 3: 9999-12-31T23:59:59.999999 stored as epoch seconds read back as year 10000."""
+    with pytest.raises(MemoryValidationError) as raised:
+        MemoryItem.create(content="x", timestamp=value)
+    assert raised.value.field == "timestamp" and "out of range" in str(raised.value)
+    with pytest.raises(MemoryValidationError) as raised:
+        MemoryItem.create(content="x", last_accessed=value)
+    assert raised.value.field == "last_accessed"
+    assert as_utc(TIME_MAX) == TIME_MAX and as_utc(TIME_MIN) == TIME_MIN
+
+
+@pytest.mark.parametrize(
+    "text", ["99999999999d", "9" * 400 + "d", "3000000d", "9999-12-31", "9999-12-31T23:59:59.999999", "0001-01-01"]
+)
+def test_parse_moment_bounds_ages_and_dates(text: str) -> None:
+    with pytest.raises(MemoryValidationError) as raised:
+        parse_moment(text, "since", end_of_day=True)
+    assert raised.value.field == "since" and len(str(raised.value)) < 200
+
+
+def test_parse_moment_reads_the_edges_within_bounds() -> None:
+    assert parse_moment("9998-12-31", "until", end_of_day=True) == TIME_MAX
+    assert parse_moment("0001-01-02", "since") == TIME_MIN
+    assert parse_moment("2026-01-05T10:00+02:00", "when") == datetime(2026, 1, 5, 8, tzinfo=UTC)

@@ -223,12 +223,12 @@ def llm_label(llm: Any) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def parse_when(value: str, *, end_of_day: bool = False) -> datetime:
-    """:func:`~llama_index_memory_hierarchy.types.parse_moment` for a command-line option (a usage error)."""
+def parse_when(value: str, option: str, *, end_of_day: bool = False) -> datetime:
+    """:func:`~llama_index_memory_hierarchy.types.parse_moment` for a command-line option (a usage error naming it)."""
     try:
-        return parse_moment(value, "time", end_of_day=end_of_day)
+        return parse_moment(value, option, end_of_day=end_of_day)
     except MemoryValidationError as exc:
-        raise UsageError(str(exc).removeprefix("time: ")) from None
+        raise UsageError(str(exc)) from None
 
 
 def read_text_argument(value: str, what: str) -> str:
@@ -248,6 +248,8 @@ def parse_json_object(value: str | None, what: str) -> dict[str, Any] | None:
         data = json.loads(value)
     except ValueError as exc:
         raise UsageError(f"{what}: not valid JSON: {exc}") from None
+    except RecursionError:  # the parser's own bound on nesting, far above what metadata may hold
+        raise UsageError(f"{what}: nested too deeply") from None
     if not isinstance(data, dict):
         raise UsageError(f"{what}: must be a JSON object, got {type(data).__name__}")
     return data
@@ -265,8 +267,23 @@ def item_dict(item: MemoryItem) -> dict[str, Any]:
     return data
 
 
+#: Characters a terminal acts on rather than shows (C0 and C1 controls, DEL, bidirectional overrides): stored text
+#: is printed with them escaped, so a memory cannot clear the screen, set the title or reorder what is shown.
+_TERMINAL_CONTROLS = {
+    code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    for code in [*range(0x20), *range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+    if chr(code) not in "\n\t"
+}
+
+
+def printable(text: str) -> str:
+    """Text as a terminal should show it: control and bidirectional-override characters written as escapes."""
+    return text.translate(_TERMINAL_CONTROLS)
+
+
 def short(text: str, limit: int = 160) -> str:
-    text = " ".join(str(text).split())
+    """Text on one line (white space collapsed), cut at ``limit`` characters, controls escaped."""
+    text = printable(" ".join(str(text).split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -361,7 +378,10 @@ class Output:
             table.add_column(name, **options)
         for row in rows:
             table.add_row(
-                *("" if cell is None else cell if not isinstance(cell, str) else _escape(cell) for cell in row)
+                *(
+                    "" if cell is None else cell if not isinstance(cell, str) else _escape(printable(cell))
+                    for cell in row
+                )
             )
         return table
 

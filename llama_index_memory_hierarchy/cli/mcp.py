@@ -76,8 +76,10 @@ def run_mcp(args: argparse.Namespace, out: Output) -> int:
         else:
             import anyio
 
+            from llama_index_memory_hierarchy.mcp_server.stdio import aserve_stdio
+
             out.note(f"lmh mcp: serving the memory of {config.user_id!r} over stdio")
-            anyio.run(server.run_stdio_async)
+            anyio.run(aserve_stdio, server)
     finally:
         service.close()
     return 0

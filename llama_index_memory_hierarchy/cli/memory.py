@@ -148,7 +148,7 @@ def run_add(args: argparse.Namespace, out: Output) -> int:
         raise UsageError("add: give the text to remember (or '-' for standard input), or --file PATH")
     text = read_text_argument(args.text, "text") if args.text is not None else None
     metadata = parse_json_object(args.metadata, "--metadata")
-    when = parse_when(args.when) if args.when else None
+    when = parse_when(args.when, "--when") if args.when else None
     if args.file is not None and not Path(args.file).expanduser().is_file():
         raise CLIError(f"--file: no such file: {args.file!r}")
     with open_memory(args, out, session=args.session, must_exist=False) as memory:
@@ -191,9 +191,9 @@ def _filters(args: argparse.Namespace) -> dict[str, Any]:
     if getattr(args, "session", None):
         filters["session_id"] = args.session
     if getattr(args, "since", None):
-        filters["start_time"] = parse_when(args.since)
+        filters["start_time"] = parse_when(args.since, "--since")
     if getattr(args, "until", None):
-        filters["end_time"] = parse_when(args.until, end_of_day=True)
+        filters["end_time"] = parse_when(args.until, "--until", end_of_day=True)
     if getattr(args, "min_importance", None) is not None:
         filters["min_importance"] = args.min_importance
     return filters
@@ -273,8 +273,8 @@ def _search_documents(args: argparse.Namespace, out: Output, query: str) -> int:
 
 
 def run_timeline(args: argparse.Namespace, out: Output) -> int:
-    start = parse_when(args.since) if args.since else None
-    end = parse_when(args.until, end_of_day=True) if args.until else None
+    start = parse_when(args.since, "--since") if args.since else None
+    end = parse_when(args.until, "--until", end_of_day=True) if args.until else None
     if start and end and start > end:
         raise UsageError("--since is after --until")
     with open_memory(args, out) as memory:
@@ -411,7 +411,7 @@ def _forget_strategy(args: argparse.Namespace, out: Output) -> int:
     if args.threshold is not None:
         options["threshold"] = args.threshold
     if args.older_than:
-        options["before"] = parse_when(args.older_than)
+        options["before"] = parse_when(args.older_than, "--older-than")
     if args.keep is not None:
         options["keep"] = args.keep
     with open_memory(args, out) as memory:

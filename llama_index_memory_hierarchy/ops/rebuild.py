@@ -14,7 +14,6 @@ import json
 import logging
 import shutil
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +44,7 @@ from llama_index_memory_hierarchy.stores.reconcile import (
     vectors_embedded,
 )
 from llama_index_memory_hierarchy.stores.record_sql import SQLRecordStore
-from llama_index_memory_hierarchy.stores.record_sql.rows import embedding_bytes
+from llama_index_memory_hierarchy.stores.record_sql.rows import embedding_bytes, stored_time
 from llama_index_memory_hierarchy.stores.schema import memories
 from llama_index_memory_hierarchy.stores.vector import open_vector_index
 from llama_index_memory_hierarchy.stores.vector.edge import EdgeVectorIndex
@@ -132,7 +131,7 @@ async def _areanalyze_keywords(records: SQLRecordStore) -> int:
                 item = MemoryItem.model_construct(
                     content=content,
                     session_id=session_id,
-                    timestamp=datetime.fromtimestamp(float(timestamp), UTC),
+                    timestamp=stored_time(float(timestamp)),
                     metadata=json.loads(metadata or "{}"),
                 )
                 sessions.setdefault((user_id, session_id), []).append((seq, item))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -21,12 +22,19 @@ from llama_index_memory_hierarchy.stores.base import Record
 from llama_index_memory_hierarchy.stores.schema import memories
 from llama_index_memory_hierarchy.text import keyword_scope, keyword_text
 from llama_index_memory_hierarchy.types import (
+    TIME_MAX,
+    TIME_MIN,
     MemoryFilter,
     MemoryItem,
     MemoryType,
     validate_identifier,
     validate_memory_id,
 )
+
+logger = logging.getLogger(__name__)
+
+#: Stored times (epoch seconds) that read back inside the bounds every time is validated against.
+_EPOCH_MIN, _EPOCH_MAX = TIME_MIN.timestamp(), TIME_MAX.timestamp()
 
 #: Content characters in one insert above which keyword tokenizing moves off the event loop.
 OFFLOAD_CHARS = 20_000
@@ -41,8 +49,17 @@ def _epoch(value: datetime) -> float:
     return value.timestamp()
 
 
-def _dt(value: float | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value, tz=UTC)
+def stored_time(value: float | None) -> datetime | None:
+    """A stored epoch time as an aware UTC datetime; one out of range (a row written before times were bounded,
+    e.g. ``datetime.max``, which reads back as year 10000) is clamped with a warning, so that the user's reads, and
+    the ``get``/``remove`` of that very row, still work."""
+    if value is None:
+        return None
+    if _EPOCH_MIN <= value <= _EPOCH_MAX:
+        return datetime.fromtimestamp(value, tz=UTC)
+    clamped = TIME_MIN if value < _EPOCH_MIN else TIME_MAX
+    logger.warning("a stored time out of range (%r epoch seconds) reads as %s", value, clamped.isoformat())
+    return clamped
 
 
 def content_hash(content: str) -> str:
@@ -102,11 +119,11 @@ def row_to_record(row: Any, with_embedding: bool, with_keyword: bool = False) ->
             "memory_type": MemoryType(row["memory_type"]),
             "user_id": row["user_id"],
             "session_id": row["session_id"],
-            "timestamp": _dt(row["timestamp"]),
-            "created_at": _dt(row["created_at"]),
+            "timestamp": stored_time(row["timestamp"]),
+            "created_at": stored_time(row["created_at"]),
             "importance": float(row["importance"]),
             "access_count": int(row["access_count"]),
-            "last_accessed": _dt(row["last_accessed"]),
+            "last_accessed": stored_time(row["last_accessed"]),
             "pinned": bool(row["pinned"]),
             "metadata": json.loads(row["metadata"]),
             "score": None,

@@ -1,0 +1,84 @@
+"""Inputs that used to escape the command line's checks (issue 36, items 3 and 7): huge relative ages, times past
+year 9998, metadata nested 60,000 deep exit 2 naming the option, and nothing is stored; stored control and escape
+sequences are printed escaped by every table (``search``, ``timeline``, ``forget --dry-run``).
+
+Usage errors run through ``main`` in this process (they are found before a store opens); what a table prints runs
+through the real entry point in a subprocess, on the hashing embedding.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import cli_helpers
+import pytest
+
+run_lmh = functools.partial(cli_helpers.run_lmh, env={"LMH_EMBED_MODEL": "hashing"})
+
+HUGE_AGES = ["99999999999d", "9" * 400 + "d", "3000000d", "9999-12-31T23:59:59.999999", "9999-12-31", "0001-01-01"]
+TIME_OPTIONS = [
+    ["add", "A trip to the lake", "--tier", "episodic", "--when"],
+    ["search", "lake", "--since"],
+    ["search", "lake", "--until"],
+    ["timeline", "--since"],
+    ["timeline", "--until"],
+    ["forget", "--strategy", "time_based", "--older-than"],
+]
+
+
+@pytest.fixture
+def lmh_main(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Any:
+    """``lmh`` in this process (a usage error is found before any store opens): (exit code, stderr)."""
+    from llama_index_memory_hierarchy.cli import main
+
+    monkeypatch.setenv("LMH_EMBED_MODEL", "hashing")
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args: str) -> tuple[int, str]:
+        code = main(list(args))
+        return code, capsys.readouterr().err
+
+    return run
+
+
+@pytest.mark.parametrize("value", HUGE_AGES, ids=["11-digit-days", "400-digit", "3e6-days", "max", "max-day", "min"])
+def test_a_time_out_of_range_is_a_usage_error_naming_the_option(lmh_main: Any, tmp_path: Path, value: str) -> None:
+    common = ["--dir", str(tmp_path / "memory"), "--user", "alice"]
+    for command in TIME_OPTIONS:
+        code, stderr = lmh_main(*command, value, *common)
+        assert code == 2 and f"{command[-1]}:" in stderr, (command, code, stderr)
+        assert "unexpected" not in stderr and len(stderr) < 400, stderr  # a 400-digit age is not echoed whole
+    assert not (tmp_path / "memory" / "memory.db").exists()  # nothing stored, nothing opened
+
+
+def test_metadata_nested_60000_deep_is_a_usage_error(lmh_main: Any, tmp_path: Path) -> None:
+    common = ["--dir", str(tmp_path / "memory"), "--user", "alice"]
+    for deep in ['{"a":' + "[" * 60_000 + "]" * 60_000 + "}", '{"a":' * 60_000 + "1" + "}" * 60_000]:
+        code, stderr = lmh_main("add", "A note", "--metadata", deep, *common)
+        assert code == 2 and "--metadata" in stderr and "unexpected" not in stderr, stderr
+    code, stderr = lmh_main("add", "A note", "--metadata", '{"a":' * 10 + "1" + "}" * 10, *common)
+    assert code == 2 and "metadata: nested deeper" in stderr, stderr  # parses, but deeper than metadata may be
+    assert not (tmp_path / "memory" / "memory.db").exists() or lmh_main("stats", *common)[0] == 0
+
+
+def test_stored_escape_sequences_are_printed_escaped(tmp_path: Path) -> None:
+    common = ["--dir", str(tmp_path / "memory"), "--user", "alice"]
+    hostile = "Lunch notes \x1b]0;owned\x07\x1b[2J\x1b[31m red \x9b1m \u202eevil\u202c end"
+    role = '{"role": "\\u001b[5m"}'
+    run_lmh("add", hostile, "--tier", "episodic", "--when", "2026-01-05", "--metadata", role, *common).ok()
+    outputs = {
+        "search": run_lmh("search", "lunch notes", *common).ok().stdout,
+        "timeline": run_lmh("timeline", *common).ok().stdout,
+        "forget": run_lmh("forget", "--strategy", "time_based", "--older-than", "1d", "--dry-run", *common).ok().stdout,
+    }
+    for command, stdout in outputs.items():
+        assert "Lunch notes" in stdout, (command, stdout)
+        for raw in ("\x1b", "\x07", "\x9b", "\u202e"):
+            assert raw not in stdout, f"lmh {command} printed {raw!r} raw: {stdout!r}"
+        assert "\\x1b" in stdout, (command, stdout)
+    found = run_lmh("search", "lunch notes", "--json", *common).json()["results"]
+    assert found[0]["content"] == hostile  # stored and returned as data, byte for byte
+    assert json.loads(run_lmh("timeline", "--json", *common).stdout)["events"][0]["metadata"]["role"] == "\x1b[5m"
