@@ -67,6 +67,7 @@ class ErasureReport(BaseModel):
     vectors: dict[str, int] = Field(default_factory=dict, description="Points of the user per vector space before.")
     graph: dict[str, int] = Field(default_factory=dict, description="Nodes and relations of the user before.")
     files: int = 0
+    staging_files: int = Field(default=0, description="Staging copies of interrupted file writes removed.")
     live_memories: int = Field(default=0, description="Open memories of the user in this process that were reset.")
     compacted: bool = False
 
@@ -176,9 +177,10 @@ async def _aerase(context: StoreContext, user_id: str, compact: bool) -> Erasure
     # 3. the graph store (nodes carry user_id; deleting them takes their relations)
     graphs = await _aerase_graph(context, user_id, report)
 
-    # 4. stored files
+    # 4. stored files, and staging copies no live write holds (whose they were, nothing says)
     files = FileStore(context.persist_dir)
     report.files = await asyncio.to_thread(files.delete_user, user_id)
+    report.staging_files = await asyncio.to_thread(files.remove_staging_leftovers)
 
     # 5. in-process semantic index of the user
     await areset_semantic_state(context, user_id)

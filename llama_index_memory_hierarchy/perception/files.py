@@ -30,6 +30,11 @@ from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreErro
 from llama_index_memory_hierarchy.perception.media import HEAD_BYTES, normalise_extension
 from llama_index_memory_hierarchy.types import validate_identifier
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
 logger = logging.getLogger(__name__)
 
 #: Default largest accepted file (bytes).
@@ -115,6 +120,9 @@ class StagedFile:
     filename: str | None
     temp_path: Path | None = None
     source_path: Path | None = None
+    #: A descriptor holding an exclusive ``flock`` on the staging copy until it is committed or discarded: what
+    #: tells an erasure (in any process) that the copy belongs to a live write.
+    lock_fd: int | None = None
 
     @property
     def read_path(self) -> Path:
@@ -204,10 +212,12 @@ class FileStore:
         size = 0
         temp: Path | None = None
         out = None
+        lock_fd: int | None = None
         try:
             if copy:
                 fd, temp_name = tempfile.mkstemp(dir=self._staging, suffix=".part")
                 temp = Path(temp_name)
+                lock_fd = _hold(fd)
                 out = os.fdopen(fd, "wb")
             while True:
                 chunk = stream.read(self.chunk_bytes)
@@ -239,14 +249,38 @@ class FileStore:
                 out.close()
             if temp is not None:
                 temp.unlink(missing_ok=True)
+            if lock_fd is not None:
+                os.close(lock_fd)
             raise
-        return StagedFile(digest.hexdigest(), size, head, name, temp, None if copy else source_path)
+        return StagedFile(digest.hexdigest(), size, head, name, temp, None if copy else source_path, lock_fd)
 
     def discard(self, staged: StagedFile) -> None:
-        """Drop a staging copy (after an error, or when the file was already stored)."""
+        """Drop a staging copy (after an error, or when the file was already stored) and its hold."""
         if staged.temp_path is not None:
             staged.temp_path.unlink(missing_ok=True)
             staged.temp_path = None
+        if staged.lock_fd is not None:
+            os.close(staged.lock_fd)
+            staged.lock_fd = None
+
+    def remove_staging_leftovers(self) -> int:
+        """Delete every staging copy no live write holds, whoever's it was (erasure: a write killed mid-copy leaves
+        its ``.part`` with the bytes of a user nobody can name any more); returns how many."""
+        removed = 0
+        for part in self._staging.glob("*.part"):
+            try:
+                fd = os.open(part, os.O_RDONLY)
+            except OSError:
+                continue  # gone meanwhile
+            try:
+                if _try_hold(fd):
+                    part.unlink(missing_ok=True)
+                    removed += 1
+            except OSError as exc:
+                logger.warning("cannot remove staging leftover %s: %s", part.name, exc)
+            finally:
+                os.close(fd)
+        return removed
 
     def commit(self, staged: StagedFile, user_id: str, ext: str) -> FileRef:
         """Move a staged copy to its content address (or record the reference); idempotent."""
@@ -339,6 +373,26 @@ class FileStore:
             with contextlib.suppress(OSError):
                 if part.stat().st_mtime < cutoff:
                     part.unlink()
+
+
+def _hold(fd: int) -> int | None:
+    """An exclusive ``flock`` on a new staging file, kept by a duplicate of ``fd`` (so closing the file after
+    writing keeps it); None where there is no ``flock`` (Windows, where an open file cannot be deleted anyway)."""
+    if fcntl is None:  # pragma: no cover - Windows
+        return None
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return os.dup(fd)
+
+
+def _try_hold(fd: int) -> bool:
+    """Whether an exclusive ``flock`` on ``fd`` was taken (no live write holds the file)."""
+    if fcntl is None:  # pragma: no cover - Windows
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def _stream_name(stream: Any) -> str | None:
