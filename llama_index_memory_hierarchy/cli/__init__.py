@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from llama_index_memory_hierarchy.cli._common import (
     EXIT_ERROR,
@@ -23,6 +24,7 @@ from llama_index_memory_hierarchy.cli._common import (
     LLM_CHOICES_HELP,
     CLIError,
     Output,
+    bounded_message,
 )
 from llama_index_memory_hierarchy.version import __version__
 
@@ -85,11 +87,19 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
         super().__init__(prog, max_help_position=32)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors quote the offending value escaped and cut short (a 100,000-character
+    or control-character value is not echoed whole; sub-command parsers are made of this class too)."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(bounded_message(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``lmh`` parser with every sub-command."""
     import importlib
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description=DESCRIPTION,
         epilog=EPILOG,
@@ -126,7 +136,7 @@ def _quiet_libraries() -> None:
 
 
 def _error(message: str) -> None:
-    sys.stderr.write(f"{PROG}: error: {message}\n")
+    sys.stderr.write(f"{PROG}: error: {bounded_message(message)}\n")
     sys.stderr.flush()
 
 

@@ -281,6 +281,12 @@ def printable(text: str) -> str:
     return text.translate(_TERMINAL_CONTROLS)
 
 
+def bounded_message(text: str, limit: int = 600) -> str:
+    """An error message for stderr: controls escaped, and cut short when a value it quotes is huge."""
+    text = printable(text).encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= limit else f"{text[: limit - 40]}… ({len(text)} characters in all)"
+
+
 def short(text: str, limit: int = 160) -> str:
     """Text on one line (white space collapsed), cut at ``limit`` characters, controls escaped."""
     text = printable(" ".join(str(text).split()))

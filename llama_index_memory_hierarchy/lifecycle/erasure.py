@@ -48,7 +48,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
 from llama_index_memory_hierarchy.instrumentation import traced
-from llama_index_memory_hierarchy.lifecycle.sessions import live_memories
+from llama_index_memory_hierarchy.lifecycle.sessions import acancel_background, live_memories
 from llama_index_memory_hierarchy.lifecycle.tables import COMPACTION_PENDING, LifecycleStore
 from llama_index_memory_hierarchy.perception.files import FileStore
 from llama_index_memory_hierarchy.stores.context import StoreContext
@@ -69,6 +69,7 @@ class ErasureReport(BaseModel):
     files: int = 0
     staging_files: int = Field(default=0, description="Staging copies of interrupted file writes removed.")
     live_memories: int = Field(default=0, description="Open memories of the user in this process that were reset.")
+    cancelled_tasks: int = Field(default=0, description="Background tasks of the user in this process cancelled.")
     compacted: bool = False
 
     @property
@@ -203,6 +204,9 @@ async def _aerase(context: StoreContext, user_id: str, compact: bool) -> Erasure
 
 
 async def _areset_live(context: StoreContext, user_id: str, report: ErasureReport) -> None:
+    # background work of the user (a consolidation already running) stops before anything is deleted: what it
+    # wrote so far is deleted below, and it writes nothing after (lifecycle writes also check the erasure record)
+    report.cancelled_tasks = await acancel_background(context, user_id)
     for memory in live_memories(context, user_id):
         await memory.deps.areset_context()
         memory.compressor.forget_cached()

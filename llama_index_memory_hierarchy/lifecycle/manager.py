@@ -47,7 +47,7 @@ from llama_index_memory_hierarchy.lifecycle.portability import (
 from llama_index_memory_hierarchy.lifecycle.profile import ProfileBuilder, ProfileMemoryBlock, UserProfile
 from llama_index_memory_hierarchy.lifecycle.reflection import ReflectionReport, Reflector
 from llama_index_memory_hierarchy.lifecycle.routing import HeuristicRouter, RoutingDecision, aroute, is_media
-from llama_index_memory_hierarchy.lifecycle.sessions import register, unregister
+from llama_index_memory_hierarchy.lifecycle.sessions import register, track_background, unregister
 from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
 from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
 from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
@@ -347,6 +347,7 @@ class MemoryManager(RuntimeBound):
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        track_background(self.context, self.user_id, task)  # an erasure of the user cancels it
         self.context.spawn(task)
 
     async def await_background(self) -> None:

@@ -9,8 +9,9 @@ here when its memory opens and leaves when it closes (weakly: a memory dropped w
 
 from __future__ import annotations
 
+import asyncio
 import weakref
-from typing import Protocol
+from typing import Any, Protocol
 
 from llama_index_memory_hierarchy.lifecycle.compression import ConversationCompressor
 from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
@@ -51,3 +52,29 @@ def live_memories(context: StoreContext, user_id: str | None = None) -> list[Liv
     """The open memories of ``context`` in this process (of ``user_id`` when given)."""
     found = list(_registry(context).values())
     return found if user_id is None else [m for m in found if m.deps.user_id == user_id]
+
+
+class _BackgroundWork:
+    """The background lifecycle tasks (consolidations) of one store context, by user: an erasure of the user
+    cancels and awaits them, also those of a memory closed while its task still runs."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, set[asyncio.Task[Any]]] = {}
+
+
+def track_background(context: StoreContext, user_id: str, task: asyncio.Task[Any]) -> None:
+    """``task`` works for ``user_id`` in the background until it is done."""
+    tasks = context.shared(_BackgroundWork).tasks.setdefault(user_id, set())
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
+
+
+async def acancel_background(context: StoreContext, user_id: str) -> int:
+    """Cancel the user's background tasks in this process and wait until they have stopped; how many."""
+    current = asyncio.current_task()
+    tasks = [t for t in context.shared(_BackgroundWork).tasks.get(user_id, ()) if t is not current and not t.done()]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return len(tasks)

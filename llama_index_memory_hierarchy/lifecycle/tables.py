@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from llama_index_memory_hierarchy.errors import StoreError
 from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.stores.schema import SeqType, metadata
 
@@ -101,6 +102,10 @@ COMPACTION_PENDING = "#compaction"
 TABLES = (consolidated, summaries, state, events, tombstones)
 
 
+class UserErasedError(StoreError):
+    """A lifecycle write for a user whose erasure is under way (refused in the write's own transaction)."""
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)
 
@@ -125,9 +130,35 @@ class LifecycleStore:
             await self.context.records.create_tables()  # type: ignore[attr-defined]
             self._ready.ready = True
 
-    async def _run(self, work: Any, *, write: bool, op: str) -> Any:
+    async def _run(self, work: Any, *, write: bool, op: str, for_user: str | None = None) -> Any:
+        """Run ``work`` in one transaction; a write ``for_user`` first checks, in that transaction, that no
+        erasure of that user is under way (why: a consolidation still running when ``forget_user`` began must
+        not write the user's id back after it)."""
         await self.aensure_tables()
+        if for_user is not None:
+            inner = work
+
+            async def work(conn: AsyncConnection) -> Any:
+                erasing = sa.select(erasures.c.erasing_user).where(erasures.c.erasing_user == for_user)
+                if (await conn.execute(erasing)).first() is not None:
+                    raise UserErasedError(f"{op}: the user is being erased; nothing is written for them")
+                return await inner(conn)
+
         return await self.context.records.run_transaction(work, write=write, op=op)  # type: ignore[attr-defined]
+
+    async def aleftover_users(self) -> dict[str, int]:
+        """``{user_id: rows}`` of the users with consolidation marks or running summaries (derived from their
+        memories, so a user who has none left is half-erased: ``ops.verify`` reports them)."""
+
+        async def work(conn: AsyncConnection) -> dict[str, int]:
+            found: dict[str, int] = {}
+            for table in (consolidated, summaries):
+                query = sa.select(table.c.user_id, sa.func.count()).group_by(table.c.user_id)
+                for user, count in await conn.execute(query):
+                    found[user] = found.get(user, 0) + int(count)
+            return found
+
+        return await self._run(work, write=False, op="lifecycle leftovers")
 
     # ------------------------------------------------------------------ consolidation marks
     async def aconsolidated(self, user_id: str, stage: str, ids: Sequence[str] | None = None) -> dict[str, list[str]]:
@@ -174,7 +205,7 @@ class LifecycleStore:
                 )
             await conn.execute(sa.insert(consolidated), rows)
 
-        await self._run(work, write=True, op="lifecycle mark")
+        await self._run(work, write=True, op="lifecycle mark", for_user=user_id)
 
     async def aunmark(self, user_id: str, ids: Sequence[str]) -> None:
         """Drop every stage's marks of these (deleted) memories."""
@@ -203,7 +234,7 @@ class LifecycleStore:
                 )
 
         if ids:
-            await self._run(work, write=True, op="lifecycle tombstone")
+            await self._run(work, write=True, op="lifecycle tombstone", for_user=user_id)
 
     async def atombstoned(self, user_id: str, ids: Sequence[str]) -> set[str]:
         """Which of these ids were deleted."""
@@ -271,7 +302,7 @@ class LifecycleStore:
                 sa.insert(state).values(user_id=user_id, key=key, value=_dumps(value), updated_at=time.time())
             )
 
-        await self._run(work, write=True, op="lifecycle state")
+        await self._run(work, write=True, op="lifecycle state", for_user=user_id)
 
     # ------------------------------------------------------------------ summaries
     async def aget_summary(self, user_id: str, session_id: str) -> dict[str, Any] | None:
@@ -299,7 +330,7 @@ class LifecycleStore:
             )
             await conn.execute(sa.insert(summaries).values(**row))
 
-        await self._run(work, write=True, op="lifecycle summary")
+        await self._run(work, write=True, op="lifecycle summary", for_user=row["user_id"])
 
     async def adelete_summary(self, user_id: str, session_id: str) -> None:
         """Forget the running summary of one conversation."""
@@ -319,7 +350,7 @@ class LifecycleStore:
                 sa.insert(events).values(user_id=user_id, at=time.time(), action=action[:32], detail=_dumps(detail))
             )
 
-        await self._run(work, write=True, op="lifecycle log")
+        await self._run(work, write=True, op="lifecycle log", for_user=user_id)
 
     async def aevents(self, user_id: str, limit: int | None = None) -> list[dict[str, Any]]:
         """This user's audit events, oldest first."""

@@ -60,6 +60,13 @@ async def _acheck_erasures(context: StoreContext, report: IndexReport) -> None:
                     f"the graph holds {nodes} nodes of user #{user_digest(user)}, who has no records "
                     "(a half-erased user?); `lmh reindex` rebuilds the graph from the facts"
                 )
+    for user, rows in (await LifecycleStore(context).aleftover_users()).items():
+        if user not in users:
+            report.lifecycle_orphans[user_digest(user)] = rows
+            report.problems.append(
+                f"{rows} consolidation marks or summaries of user #{user_digest(user)}, who has no records "
+                "(a half-erased user?); `lmh forget --everything --yes --user ID` removes them"
+            )
     files = context.persist_dir / "files"
     if files.is_dir():
         expected = {user_dir_name(u) for u in users}

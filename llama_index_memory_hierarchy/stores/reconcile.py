@@ -97,6 +97,7 @@ class IndexReport:
     pending_erasures: list[str] = field(default_factory=list)  # users whose erasure began and did not finish
     graph_orphans: dict[str, int] = field(default_factory=dict)  # user digest -> graph nodes, user has no records
     file_orphans: list[str] = field(default_factory=list)  # stored-file folders of users with no records
+    lifecycle_orphans: dict[str, int] = field(default_factory=dict)  # user digest -> marks/summaries, no records
     problems: list[str] = field(default_factory=list)
 
     @property

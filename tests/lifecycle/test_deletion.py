@@ -290,8 +290,14 @@ def _property_round(data: st.DataObject, embed_model: Any) -> None:
             ids = {text: turn_id(memory, text) for text in texts}
             doomed = data.draw(st.lists(st.sampled_from(texts), min_size=1, max_size=count - 1, unique=True))
             doors = [data.draw(st.sampled_from(DOORS), label="door") for _ in doomed]
+            # a consolidation running while the deletes happen (issue 36, item 1) must not write one back
+            concurrent = data.draw(st.booleans(), label="consolidation running")
+            if concurrent:
+                memory.put_messages([user(f"I also keep a {TOPICS[count % len(TOPICS)]} at home."), assistant("Ok.")])
+                memory.manager.consolidate(background=True)
             for text, door in zip(doomed, doors, strict=True):
                 _delete(memory, ids[text], door)
+            memory.manager.wait_background()
             memory.manager.consolidate()
             export = Path(folder) / "export.json"
             memory.manager.export_user(None, export)
@@ -306,7 +312,8 @@ def _property_round(data: st.DataObject, embed_model: Any) -> None:
                     assert memory.episodic.get(ids[text]) is None and memory.working.get(ids[text]) is None
                 else:
                     assert memory.episodic.get(ids[text]) is not None and marker in exported
-            print(f"deletion round: {count} turns, {len(doomed)} deleted via {', '.join(doors)}; none came back")
+            running = " with a consolidation running" if concurrent else ""
+            print(f"deletion round: {count} turns, {len(doomed)} deleted via {', '.join(doors)}{running}; none back")
         finally:
             memory.close()
 

@@ -366,3 +366,65 @@ def test_forget_user_erases_the_graph_store_the_memory_was_given(make_memory, tm
     assert custom.count(ERIN)["nodes"] > 0
     memory.manager.forget_user()
     assert custom.count(ERIN) == {"nodes": 0, "relations": 0}
+
+
+# ------------------------------------------------------------------ issue 36, item 1: erasure racing background work
+RACER, RACER_SESSION = "ryn-v3q8", "chat-hq2kz"
+
+
+def test_forget_user_stops_a_consolidation_already_running_from_another_object(memory_factory, persist_dir) -> None:
+    """``consolidate(background=True)`` on one memory, ``forget_user()`` from another of the same user: the
+    consolidation wrote lifecycle_events / lifecycle_consolidated rows naming the user after the erasure."""
+    from lifecycle_llm import DISTILL, ScriptedLLM
+
+    slow = ScriptedLLM(rules=[(DISTILL, '{"facts": []}')], async_delay=2.0)  # a hosted model, mid-reply
+    first = memory_factory(user_id=RACER, session_id=RACER_SESSION, llm=slow)
+    first.put_messages(
+        [ChatMessage(role="user", content=f"I keep bees on the roof, hive {n}.") for n in range(6)]
+        + [ChatMessage(role="user", content="My sister runs a bakery in Porto.")]
+    )
+    other = memory_factory(user_id=RACER, session_id="other")
+    first.manager.consolidate(background=True)
+    assert first.manager.background_running
+    report = other.manager.forget_user()
+    assert report.cancelled_tasks == 1 and not first.manager.background_running
+    first.manager.wait_background()  # nothing left to finish: the task was cancelled and awaited
+    for needle in (RACER, RACER_SESSION):
+        leftovers = {t for t, v in sqlite_cells(persist_dir / "memory.db") if contains(v, needle)}
+        assert not leftovers, (needle, leftovers)
+
+    from llama_index_memory_hierarchy.ops.verify import averify_indexes
+
+    assert other.context.runtime.run(averify_indexes(other.context)).ok
+
+
+def test_lifecycle_writes_for_a_user_being_erased_are_refused_in_their_transaction(memory_factory) -> None:
+    from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore, UserErasedError
+
+    memory = memory_factory(user_id=RACER)
+    store, run = LifecycleStore(memory.context), memory.context.runtime.run
+    run(store.abegin_erasure(RACER))  # what another object's forget_user commits first
+    for write in (
+        store.alog(RACER, "consolidate", {"n": 1}),
+        store.amark(RACER, "promote", [("3f1c2a9e-8d3b-4c5e-9f6a-1b2c3d4e5f60", None, [])]),
+        store.aset_state(RACER, "last_reflection", 1.0),
+    ):
+        with pytest.raises(UserErasedError):
+            run(write)
+    run(store.alog("someone-else", "consolidate", {"n": 1}))  # other users write on
+    run(store.aend_erasure(RACER))
+    run(store.alog(RACER, "consolidate", {"n": 1}))  # a user re-created after the erasure writes again
+
+
+def test_verify_indexes_finds_lifecycle_rows_of_a_user_without_records(memory_factory) -> None:
+    from llama_index_memory_hierarchy.lifecycle.erasure import user_digest
+    from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
+    from llama_index_memory_hierarchy.ops.verify import averify_indexes
+
+    memory = memory_factory(user_id="alice")
+    memory.episodic.add("Alice waters the ferns on Sundays")
+    run = memory.context.runtime.run
+    run(LifecycleStore(memory.context).amark(RACER, "promote", [("3f1c2a9e-8d3b-4c5e-9f6a-1b2c3d4e5f60", None, [])]))
+    report = run(averify_indexes(memory.context))
+    assert not report.ok and report.lifecycle_orphans == {user_digest(RACER): 1}
+    assert any("consolidation marks" in p for p in report.problems)

@@ -127,3 +127,66 @@ def test_the_id_of_a_line_is_read_only_when_it_is_plain() -> None:
     assert request_id_of('{"params": {"id": 3}, ' + _deep(5000)) is None  # an id nested in params is not the id
     assert request_id_of('{"id": true}') is None and request_id_of('{"id": "\\ud800"}') is None
     assert request_id_of("[1, 2]") is None and request_id_of("") is None
+
+
+# ------------------------------------------------------------------ fuzz: every argument of every tool
+HOSTILE: list[Any] = [
+    "9" * 400 + "d",
+    "99999999999d",
+    "9999-12-31T23:59:59.999999",
+    -1,
+    10**400,
+    1e308,
+    "",
+    "\x1b]0;owned\x07\x1b[2J",
+    "x" * 100_001,
+    "a\ud800b",
+    {"k": [[[[[[[[[[1]]]]]]]]]]},
+    [[[]]],
+    "../../etc/passwd",
+    None,
+    True,
+]
+
+
+def _tool_arguments(client: RawClient) -> list[tuple[str, str]]:
+    tools = client.call(2, "tools/list", {})["result"]["tools"]
+    return sorted((tool["name"], arg) for tool in tools for arg in tool["inputSchema"].get("properties", {}))
+
+
+def _fuzz(client: RawClient, name: str, argument: str, value: Any, request_id: int) -> None:
+    """One call with a hostile argument: a result (a tool error names the argument) or a JSON-RPC error, at once."""
+    base = {"remember": {"content": "a note"}, "recall": {"query": "note"}, "update_memory": {}, "forget": {}}
+    arguments = {**base.get(name, {}), argument: value}
+    line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {
+        "name": name, "arguments": arguments}})  # fmt: skip
+    client.send(line)
+    answer = client.reply()
+    assert answer.get("id") in (request_id, None), answer
+    if "error" in answer:
+        return  # the line itself was unreadable (a lone surrogate): answered, not dropped
+    result = answer["result"]
+    text = " ".join(block.get("text", "") for block in result["content"])
+    assert not {chr(c) for c in (0x1B, 0x07)} & set(text) or not result["isError"], (name, argument, text[:200])
+    assert len(text) < 5000 or not result["isError"], (name, argument, "an error echoes a huge value")
+    if result["isError"] and "Unknown tool" not in text:
+        assert argument in text or "arguments" in text or ":" in text, (name, argument, text[:300])
+
+
+def test_fuzz_every_tool_argument(client: RawClient) -> None:
+    for n, (name, argument) in enumerate(_tool_arguments(client)):
+        for k in range(3):
+            _fuzz(client, name, argument, HOSTILE[(n + k) % len(HOSTILE)], 1000 + 10 * n + k)
+    assert client.call(9, "tools/call", {"name": "memory_stats", "arguments": {}})["result"]["isError"] is False
+
+
+@pytest.mark.slow
+def test_fuzz_every_tool_argument_long(client: RawClient) -> None:
+    for n, (name, argument) in enumerate(_tool_arguments(client)):
+        for k, value in enumerate(HOSTILE):
+            _fuzz(client, name, argument, value, 100_000 + 100 * n + k)
+        head = {"jsonrpc": "2.0", "id": 100_099 + 100 * n, "method": "tools/call"}
+        params = f'{{"name":{json.dumps(name)},"arguments":{{{json.dumps(argument)}:{_deep(50_000)}}}}}'
+        client.send(json.dumps(head)[:-1] + f',"params":{params}}}')
+        answer = client.reply()  # nesting past the parser's limit: a parse error under the request's id
+        assert answer["id"] == 100_099 + 100 * n and answer["error"]["code"] == PARSE_ERROR, answer
