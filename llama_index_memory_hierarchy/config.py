@@ -74,8 +74,11 @@ class MemoryConfig(BaseModel):
     sqlite_synchronous: Literal["OFF", "NORMAL", "FULL", "EXTRA"] = Field(
         default="FULL", description="SQLite fsync level; FULL makes every returned id survive power loss."
     )
-    vector_backend: Literal["edge", "qdrant"] = Field(
-        default="edge", description="'edge' = embedded qdrant-edge; 'qdrant' = qdrant-client (server, cloud or local)."
+    vector_backend: Literal["sqlite", "edge", "qdrant"] = Field(
+        default="sqlite",
+        description="'sqlite' = each process mirrors the embeddings of the SQLite record store in memory (any number "
+        "of processes share one folder); 'edge' = embedded qdrant-edge folder (one process at a time); "
+        "'qdrant' = qdrant-client (server, cloud or local).",
     )
     qdrant_url: str | None = Field(default=None, description="Qdrant server URL (selects the 'qdrant' backend).")
     qdrant_api_key: str | None = Field(default=None, repr=False, description="Qdrant API key.")
@@ -179,8 +182,12 @@ class MemoryConfig(BaseModel):
         return f"sqlite+aiosqlite:///{(Path(self.persist_dir).expanduser().resolve() / 'memory.db').as_posix()}"
 
     @property
-    def resolved_vector_backend(self) -> Literal["factory", "chroma", "qdrant", "qdrant-local", "edge"]:
-        """Which vector backend the settings select, in order of precedence."""
+    def resolved_vector_backend(self) -> Literal["factory", "chroma", "qdrant", "qdrant-local", "edge", "sqlite"]:
+        """Which vector backend the settings select, in order of precedence.
+
+        ``sqlite`` (the default) needs the SQLite record store, whose change log it follows; beside a record
+        store on a server the embedded default stays the qdrant-edge folder.
+        """
         if self.vector_store_factory:
             return "factory"
         if self.vector_store_url:
@@ -189,7 +196,9 @@ class MemoryConfig(BaseModel):
             return "qdrant"
         if self.qdrant_path or self.vector_backend == "qdrant":
             return "qdrant-local"
-        return "edge"
+        if self.vector_backend == "edge" or self.records_on_server:
+            return "edge"
+        return "sqlite"
 
     @property
     def records_on_server(self) -> bool:

@@ -168,7 +168,7 @@ async def _aerase(context: StoreContext, user_id: str, compact: bool) -> Erasure
     # 2. record rows of every user-scoped table (tombstones for the vectors), then the outbox
     records: Any = context.records
     if hasattr(records, "delete_user"):
-        report.rows = await records.delete_user(user_id)
+        report.rows = await records.delete_user(user_id, tombstones=context.erasure_tombstones)
     else:  # pragma: no cover - any other RecordStore: its memories at least
         report.rows = {"memories": len(await records.delete_where(user_id, namespace=None))}
     await context.drain_outbox()

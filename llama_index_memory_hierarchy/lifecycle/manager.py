@@ -393,11 +393,12 @@ class MemoryManager(RuntimeBound):
 
     async def _aprofile(self) -> UserProfile:
         records = self.context.records
-        if self.context.locked:  # the only writer: its own count of writes to the facts tells when they changed
+        if self.context.sees_all_writes:  # its own count of writes to the facts tells when they changed
+            await self.context.afollow()  # other processes' writes, where they may write too, counted
             seen = records.changes(self.user_id, MemoryType.SEMANTIC)
         else:  # other processes may write too: the store's own count (a fact added elsewhere changes it)
             seen = await records.count(self.user_id, memory_type=MemoryType.SEMANTIC)
-        key = (self.context.locked, seen, self.deps.revision.value)
+        key = (self.context.sees_all_writes, seen, self.deps.revision.value)
         if self._profile_cache is not None and self._profile_cache[0] == key:
             return self._profile_cache[1]
         profile = await self.profiler.abuild()

@@ -83,6 +83,13 @@ class RebuildReport:
 async def _arebuild_vectors(config: MemoryConfig, records: Any, report: RebuildReport) -> None:
     persist_dir = Path(config.persist_dir).expanduser().resolve()
     stats = await space_stats(records)
+    if config.resolved_vector_backend == "sqlite":  # each process mirrors the records' vectors: nothing on disk
+        legacy = persist_dir / "vectors"  # an earlier release's qdrant-edge folder
+        if legacy.is_dir():
+            report.removed_spaces.extend(sorted(p.name for p in legacy.iterdir() if p.is_dir()))
+            await asyncio.to_thread(shutil.rmtree, legacy)
+        report.spaces.update({space: count for space, (count, _) in stats.items()})
+        return
     embedded = vectors_embedded(config)
     if embedded:
         for space in edge_spaces(persist_dir):

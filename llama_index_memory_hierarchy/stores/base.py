@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -68,7 +68,8 @@ class RecordStore(ABC):
         every type).
 
         Why: a cache of what is derived from those records (the profile) keys on it instead of reading the
-        store, where this process is the only writer (an embedded store, ``StoreContext.locked``).
+        store, where this object sees every write (``StoreContext.sees_all_writes``: the only writer, or an
+        embedded store whose change log it follows and counts other processes' writes from).
         """
         counts = self.__dict__.get("_change_counts", {})
         return counts.get((user_id, memory_type), 0) + counts.get((user_id, None), 0)
@@ -77,6 +78,22 @@ class RecordStore(ABC):
         """Count a committed write (``memory_type=None``: a delete, which may touch any type)."""
         counts = self.__dict__.setdefault("_change_counts", {})
         counts[user_id, memory_type] = counts.get((user_id, memory_type), 0) + 1
+
+    def note_written(self, ids: Iterable[str]) -> None:
+        """Remember memories this object changed, until :meth:`take_written` meets them in the change log.
+
+        Why: a process following the change log (``StoreContext.afollow``) tells its own writes, which its
+        caches already reflect, from other processes' writes, which invalidate them.
+        """
+        self.__dict__.setdefault("_written", set()).update(ids)
+
+    def take_written(self, memory_id: str) -> bool:
+        """Whether this object changed ``memory_id`` (forgotten once asked)."""
+        written = self.__dict__.get("_written")
+        if not written or memory_id not in written:
+            return False
+        written.discard(memory_id)
+        return True
 
     @abstractmethod
     async def start(self) -> None:
@@ -213,9 +230,9 @@ class RecordStore(ABC):
 
     @abstractmethod
     async def iter_embedded(
-        self, space: str, *, batch_size: int = 1000, after_seq: int = 0
+        self, space: str, *, batch_size: int = 1000, after_seq: int = 0, user_id: str | None = None
     ) -> list[tuple[int, Record]]:
-        """Records with an embedding in ``space`` after ``after_seq`` (for rebuilding an index)."""
+        """Records (of ``user_id``, or all) with an embedding in ``space`` after ``after_seq`` (to rebuild an index)."""
 
 
 @dataclass

@@ -12,7 +12,14 @@ operation to one drainer at a time, never a memory's later operation before its 
 one (``SELECT ... FOR UPDATE SKIP LOCKED`` on PostgreSQL), and acknowledges it in the same
 transaction only once the vector write succeeded; upserts are idempotent. A process whose
 vector write fails leaves the operation for itself (bounded background retries) or any
-other process to apply. Only an embedded deployment locks the persist folder.
+other process to apply.
+
+Many processes may share one embedded folder too (the default: SQLite records, vectors mirrored
+in memory by :class:`MirrorVectorIndex`): there the outbox is a change log that every process
+follows (:meth:`StoreContext.afollow`, before each search) instead of draining it, so each sees
+every other's writes and deletes; nothing shared and mutable lives outside SQLite. An open
+holds the folder lock shared; jobs that must be alone with it (``lmh reindex``, the explicit
+qdrant-edge backend) hold it exclusive (:mod:`.lock`).
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from llama_index_memory_hierarchy.stores.base import (
     Record,
     RecordStore,
     VectorIndex,
+    VectorPoint,
     vector_filter,
 )
 from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
@@ -56,6 +64,7 @@ from llama_index_memory_hierarchy.stores.record_sql import SQLRecordStore
 from llama_index_memory_hierarchy.stores.vector import as_vector_index, open_vector_index, record_to_point
 from llama_index_memory_hierarchy.stores.vector._common import check_vector
 from llama_index_memory_hierarchy.stores.vector.edge import EdgeVectorIndex
+from llama_index_memory_hierarchy.stores.vector.mirror import MirrorVectorIndex
 from llama_index_memory_hierarchy.types import MemoryFilter, MemoryType
 
 logger = logging.getLogger(__name__)
@@ -66,6 +75,11 @@ _OUTBOX_BATCH = 2000
 _TRIM_AFTER_RECORDS = 1000
 #: Longest an acquire waits for this process to finish closing the same folder's stores.
 _CLOSE_WAIT_S = 120.0
+#: Change-log rows kept for processes that fall behind (one further behind reads its state anew); pruned
+#: whenever the log has grown by this many rows since this process last pruned.
+_LOG_KEEP = 20_000
+#: Records read per statement when a user's vectors are loaded into a mirror.
+_LOAD_BATCH = 5000
 #: Background re-drains after a failed index write: attempts and the first delay (doubling).
 _RETRY_ATTEMPTS = 6
 _RETRY_FIRST_DELAY_S = 0.5
@@ -93,7 +107,17 @@ class StoreContext:
         self._key = key
         self._refs = 0
         self._vector_store = vector_store
-        self._lock = FolderLock(self.persist_dir) if self._is_embedded() else None
+        #: Whether the vector indexes are in-process mirrors that follow the record store's change log.
+        self.follows_log = (
+            vector_store is None
+            and config.resolved_vector_backend == "sqlite"
+            and config.resolved_record_store_url.startswith("sqlite")
+        )
+        self._lock = (
+            FolderLock(self.persist_dir, "shared" if self.follows_log or config.vectors_on_server else "exclusive")
+            if self._is_embedded()
+            else None
+        )
         self.records: RecordStore = SQLRecordStore(
             config.resolved_record_store_url, sqlite_synchronous=config.sqlite_synchronous
         )
@@ -108,6 +132,13 @@ class StoreContext:
         #: Access bumps of reads, written in the background (one write per burst of reads).
         self.accesses = AccessLog(self.records, self.spawn)
         self._retry: asyncio.Task[Any] | None = None
+        #: The change log: the last seq applied, a lock around applying it and loading users, and per user
+        #: the writes of other processes seen (with a generation that a reset of every mirror bumps).
+        self._cursor = 0
+        self._pruned_at = 0
+        self._follow_lock = asyncio.Lock()
+        self._foreign: dict[str, int] = {}
+        self._generation = 0
         #: ``space -> records`` embedded by another text model (counted when the space is first resolved).
         self.foreign_spaces: dict[str, int] | None = None
         try:
@@ -124,8 +155,21 @@ class StoreContext:
 
     @property
     def locked(self) -> bool:
-        """True when this process holds the persist folder lock (an embedded deployment)."""
+        """True when this process holds the persist folder lock, shared or alone (an embedded deployment)."""
         return self._lock is not None
+
+    @property
+    def sees_all_writes(self) -> bool:
+        """True when this context learns of every write to its stores: it holds the folder alone, or it follows
+        the change log (other processes' writes are counted in the record store's :meth:`RecordStore.changes`
+        once :meth:`afollow` has read them)."""
+        return self.follows_log or (self._lock is not None and self._lock.mode == "exclusive")
+
+    @property
+    def erasure_tombstones(self) -> bool | str:
+        """What an erasure leaves in the outbox for the vector indexes (``SQLRecordStore.delete_user``): one
+        ``reset`` row naming nobody where every process mirrors the log, else a delete per vector."""
+        return "reset" if self.follows_log else True
 
     def __repr__(self) -> str:
         return (
@@ -251,6 +295,11 @@ class StoreContext:
         self._check_record_file()
         await self.records.start()
         await self._acheck_analyzer()
+        if self.follows_log:  # vectors come from the records: only changes from now on matter
+            _, self._cursor = await self.records.changes_after(0, 1)  # type: ignore[attr-defined]
+            self._pruned_at = self._cursor
+            await self.runtime.to_thread(_retire_vector_folder, self.persist_dir)
+            return
         await self._adrain_or_retry()
         if self._lock is not None and not self.config.vectors_on_server:
             # Vector indexes held by this process alone: repair any that lost acknowledged points.
@@ -339,6 +388,8 @@ class StoreContext:
     def _open_index(self, space: str, dim: int) -> VectorIndex:
         """The index of ``space``: from the supplied ``vector_store`` when given, else as configured."""
         supplied = self._vector_store
+        if self.follows_log:
+            return MirrorVectorIndex(space, dim, functools.partial(self._aload_points, space))
         if supplied is None:
             return open_vector_index(self.config, space, dim)
         if _is_store(supplied):
@@ -459,6 +510,8 @@ class StoreContext:
         another process holds) and acknowledged in the same transaction after the vector
         writes succeed; on failure they stay pending and this raises.
         """
+        if self.follows_log:
+            return await self.afollow(known)
         applied = 0
         async with self._outbox_lock:
             while True:
@@ -515,6 +568,107 @@ class StoreContext:
                 if doomed:
                     await index.delete(doomed)
 
+    # ------------------------------------------------------------------ the change log (embedded folder)
+    async def afollow(self, known: dict[str, Record] | None = None) -> int:
+        """Apply every change committed since this process last looked, by any process, to the mirrors; how many.
+
+        One indexed read when nothing changed. A gap in the log (rows pruned while this process was behind,
+        or an erased user's rows) or a ``reset`` row (an erasure) drops what the mirrors hold: each user is
+        read again on its next search. Other processes' writes are counted per user (:meth:`foreign_revision`,
+        and in the record store's :meth:`~RecordStore.changes`) so caches derived from the records notice them.
+        """
+        if not self.follows_log:
+            return 0
+        applied = 0
+        async with self._follow_lock:
+            while True:
+                ops, issued = await self.records.changes_after(self._cursor, _OUTBOX_BATCH)  # type: ignore[attr-defined]
+                contiguous = all(op.seq == self._cursor + 1 + i for i, op in enumerate(ops))
+                complete = len(ops) == _OUTBOX_BATCH or self._cursor + len(ops) == issued
+                if not (contiguous and complete) or any(op.op == "reset" for op in ops):
+                    self._forget_mirrors()
+                    self._cursor = issued
+                    return applied + len(ops)
+                if not ops:
+                    break
+                for op in ops:
+                    if not self.records.take_written(op.memory_id):
+                        self._foreign[op.user_id] = self._foreign.get(op.user_id, 0) + 1
+                        self.records.note_change(op.user_id, None)
+                await self._apply_to_mirrors(ops, known or {})
+                self._cursor = ops[-1].seq
+                applied += len(ops)
+            if self._cursor - self._pruned_at >= _LOG_KEEP:
+                self._pruned_at = self._cursor
+                await self.records.prune_changes(_LOG_KEEP)  # type: ignore[attr-defined]
+        return applied
+
+    def foreign_revision(self, user_id: str) -> tuple[int, int]:
+        """Changes other processes made to ``user_id``'s records, as this process has seen them: a cache of the
+        user's records that was built at another revision is stale."""
+        return self._generation, self._foreign.get(user_id, 0)
+
+    def _forget_mirrors(self) -> None:
+        self._generation += 1
+        self._foreign.clear()
+        for index in self._vectors.values():
+            if isinstance(index, MirrorVectorIndex):
+                index.forget()
+
+    async def _apply_to_mirrors(self, ops: Sequence[Any], known: dict[str, Record]) -> None:
+        """Bring the mirrors to the records' current state for the memories the ops name, where the memory's
+        user is loaded (others are read whole on their first search)."""
+        mirrors = [index for index in self._vectors.values() if isinstance(index, MirrorVectorIndex)]
+        if not mirrors:
+            return
+        final: dict[str, Any] = {}
+        for op in ops:
+            final.pop(op.memory_id, None)
+            final[op.memory_id] = op
+        doomed = [m for m, op in final.items() if op.op == "delete"]
+        fetch: dict[str, list[str]] = {}
+        current: dict[str, Record] = {}
+        for memory_id, op in final.items():
+            if op.op != "upsert" or not any(index.loaded(op.user_id) for index in mirrors):
+                continue
+            record = known.get(memory_id)
+            if record is not None and record.embedding is not None and record.space:
+                current[memory_id] = record
+            else:
+                fetch.setdefault(op.user_id, []).append(memory_id)
+        for user_id, ids in fetch.items():
+            found = {r.item.id: r for r in await self.records.get(user_id, ids, with_embeddings=True)}
+            for memory_id in ids:
+                record = found.get(memory_id)
+                if record is not None and record.embedding is not None and record.space:
+                    current[memory_id] = record
+                else:  # deleted (or un-embedded) since
+                    doomed.append(memory_id)
+        for index in mirrors:
+            here = [r for r in current.values() if r.space == index.space]
+            elsewhere = [m for m, r in current.items() if r.space != index.space]
+            if here:
+                await self._upsert(index, here)
+            if doomed or elsewhere:
+                await index.delete(doomed + elsewhere)
+
+    async def _aload_points(self, space: str, user_id: str | None) -> list[VectorPoint]:
+        """The points of ``user_id`` (or everyone) in ``space``, read from the records for a mirror.
+
+        Under the change-log lock: a change is either applied before the read (and in it) or after it.
+        """
+        points: list[VectorPoint] = []
+        after = 0
+        async with self._follow_lock:
+            while True:
+                batch = await self.records.iter_embedded(
+                    space, batch_size=_LOAD_BATCH, after_seq=after, user_id=user_id
+                )
+                points.extend(record_to_point(record) for _, record in batch)
+                if len(batch) < _LOAD_BATCH:
+                    return points
+                after = batch[-1][0]
+
     @staticmethod
     async def _upsert(index: VectorIndex, records: list[Record]) -> None:
         """Upsert points; a record the index rejects (e.g. an all-zero vector) is logged and skipped.
@@ -536,6 +690,8 @@ class StoreContext:
 
         Erasure calls this so that no deleted vector stays readable in a segment or the WAL.
         """
+        if isinstance(index, MirrorVectorIndex):
+            return  # held in memory only: nothing of a deleted vector is on disk
         if not isinstance(index, EdgeVectorIndex):
             optimize = getattr(index, "optimize", None)
             if optimize is not None:
@@ -567,15 +723,31 @@ class StoreContext:
     ) -> list[tuple[str, float]]:
         """Nearest memories of one user by vector: ``(id, cosine)`` best first."""
         index = await self.avector_index(space, int(vector.shape[-1]) if space else None)
+        await self.afollow()
         flt = vector_filter(user_id, namespace=namespace, memory_type=memory_type, filters=filters)
         return await index.search(vector, flt, limit)
 
     async def aerase_user(self, user_id: str) -> None:
-        """Remove a user from the record store and every vector index."""
+        """Remove a user's memories from the record store and every vector index."""
         await self.records.delete_where(user_id, namespace=None)
         await self.drain_outbox()
         for index in self._vectors.values():
             await index.delete_user(user_id)
+
+
+def _retire_vector_folder(persist_dir: Path) -> None:
+    """Remove the qdrant-edge folder of an earlier release (its vectors are in the records too), so no copy of a
+    later-erased user stays in it: renamed first (one atomic step), then deleted; a kill in between leaves a
+    renamed folder that the next open deletes."""
+    legacy = persist_dir / "vectors"
+    if legacy.is_dir():
+        try:
+            legacy.rename(persist_dir / f".vectors-retired-{os.getpid()}-{threading.get_ident()}")
+            logger.info("%s: the vectors are read from memory.db now; the qdrant-edge folder was removed", persist_dir)
+        except OSError:  # another process retired it first
+            pass
+    for retired in persist_dir.glob(".vectors-retired-*"):
+        shutil.rmtree(retired, ignore_errors=True)
 
 
 def _is_store(value: Any) -> bool:

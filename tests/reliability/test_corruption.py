@@ -7,6 +7,7 @@ import glob
 import os
 import shutil
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,14 @@ def _open(folder: Path, user: str = "alice") -> HierarchicalMemory:
     return HierarchicalMemory.from_defaults(
         user_id=user, session_id="s1", persist_dir=str(folder), embed_model=hashing()
     )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _edge_vectors() -> Iterator[None]:
+    """These tests damage qdrant-edge folders, the explicit on-disk backend (the default keeps no vector file)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LMH_VECTOR_BACKEND", "edge")
+        yield
 
 
 @pytest.fixture(scope="module")

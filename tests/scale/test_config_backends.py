@@ -23,7 +23,8 @@ def simple_store(space: str, dim: int) -> SimpleVectorStore:
 
 def test_environment_selects_backends(tmp_path: Path) -> None:
     environ = {"LMH_PERSIST_DIR": str(tmp_path), "LMH_RECORD_STORE_URL": PG}
-    assert MemoryConfig.from_env(environ=environ).resolved_vector_backend == "edge"
+    assert MemoryConfig.from_env(environ=environ).resolved_vector_backend == "edge"  # beside records on a server
+    assert MemoryConfig.from_env(environ={"LMH_PERSIST_DIR": str(tmp_path)}).resolved_vector_backend == "sqlite"
     cases = {
         "qdrant": {"LMH_QDRANT_URL": "http://qdrant:6333", "LMH_QDRANT_API_KEY": "k"},
         "chroma": {"LMH_VECTOR_STORE_URL": "chroma://vectors:8000", "LMH_QDRANT_URL": "http://qdrant:6333"},

@@ -1,6 +1,7 @@
 """One contract for every VectorIndex backend.
 
-Runs against EdgeVectorIndex (embedded qdrant-edge), LlamaVectorIndex on qdrant-client local
+Runs against MirrorVectorIndex (the default: in-process, without a record store behind it),
+EdgeVectorIndex (embedded qdrant-edge), LlamaVectorIndex on qdrant-client local
 mode, LlamaVectorIndex on a Chroma server (``chroma run`` from the chromadb wheel, started on a
 free loopback port for the session; skipped with the reason when the ``chroma`` extra is missing)
 and LlamaVectorIndex on a real Qdrant server when ``QDRANT_URL`` is set.
@@ -20,6 +21,7 @@ import pytest
 from llama_index_memory_hierarchy.errors import EmbeddingDimensionError, MemoryValidationError
 from llama_index_memory_hierarchy.stores.base import VectorFilter, VectorIndex, VectorPoint
 from llama_index_memory_hierarchy.stores.vector import EdgeVectorIndex, chroma_vector_index, qdrant_vector_index
+from llama_index_memory_hierarchy.stores.vector.mirror import MirrorVectorIndex
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from servers import ChromaServer, Unavailable
@@ -39,6 +41,8 @@ class Backend:
         self.prefix = f"t{uuid.uuid4().hex[:12]}"  # isolates tests sharing a server
 
     def open(self, dim: int = DIM, space: str = SPACE) -> VectorIndex:
+        if self.kind == "mirror":
+            return MirrorVectorIndex(space, dim)
         if self.kind == "edge":
             return EdgeVectorIndex(self.tmp_path / "persist", space, dim)
         if self.kind == "chroma-server":
@@ -68,6 +72,7 @@ class Backend:
 
 
 BACKENDS = [
+    pytest.param("mirror", id="mirror"),
     pytest.param("edge", id="edge"),
     pytest.param("qdrant-local", id="qdrant-local"),
     pytest.param("chroma-server", id="chroma-server"),
@@ -205,7 +210,13 @@ async def test_filters(index: VectorIndex) -> None:
     assert await found(ids=[]) == set()
 
 
+def _persistent(backend: Backend) -> None:
+    if backend.kind == "mirror":
+        pytest.skip("a mirror keeps nothing of its own: reopened, it reads the record store (test_vector_mirror.py)")
+
+
 async def test_reopen_keeps_data(backend: Backend) -> None:
+    _persistent(backend)
     first = backend.open()
     points = [point(basis(i), user=f"u{i % 2}") for i in range(6)]
     await first.upsert(points)
@@ -223,6 +234,7 @@ async def test_reopen_keeps_data(backend: Backend) -> None:
 
 
 async def test_dimension_mismatch(backend: Backend) -> None:
+    _persistent(backend)
     first = backend.open()
     await first.upsert([point(basis(0))])
     with pytest.raises(EmbeddingDimensionError):

@@ -48,6 +48,9 @@ from llama_index_memory_hierarchy.types import (
 
 logger = logging.getLogger(__name__)
 
+#: The change-log row an erasure leaves instead of tombstones naming the user (``delete_user(tombstones="reset")``).
+_RESET = {"op": "reset", "memory_id": "", "user_id": "", "space": None}
+
 OrderBy = Literal["timestamp", "-timestamp", "importance", "-importance", "created_at", "-created_at"]
 
 #: Largest count bound into SQL (SQLite and PostgreSQL BIGINT hold up to 2**63 - 1).
@@ -115,6 +118,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
             return ids
 
         ids = await self.run_transaction(work, write=True, op="insert")
+        self.note_written(row["id"] for row in rows if row["embedding"] is not None)
         for user_id, memory_type in {(row["user_id"], row["memory_type"]) for row in rows}:
             self.note_change(user_id, MemoryType(memory_type))
         return ids
@@ -214,6 +218,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
 
         record = await self.run_transaction(work, write=True, op="update")
         if record is not None:
+            self.note_written([memory_id])
             self.note_change(user_id, record.item.memory_type)
         return record
 
@@ -286,6 +291,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
 
         deleted = await self.run_transaction(work, write=True, op="delete")
         if deleted:
+            self.note_written(deleted)
             self.note_change(user_id, None)
         return deleted
 
@@ -301,6 +307,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
         clauses = self._where(user_id, namespace, memory_type, filters)
         deleted = await self.run_transaction(lambda conn: self._delete_matching(conn, clauses), op="delete_where")
         if deleted:
+            self.note_written(deleted)
             self.note_change(user_id, None)
         return deleted
 
@@ -323,13 +330,15 @@ class SQLRecordStore(SQLDatabase, RecordStore):
 
         await self.run_transaction(work, write=True, op="touch", one_statement=len(wanted) <= CHUNK)
 
-    async def delete_user(self, user_id: str, *, tombstones: bool = True) -> dict[str, int]:
+    async def delete_user(self, user_id: str, *, tombstones: bool | Literal["reset"] = True) -> dict[str, int]:
         """Delete every row of ``user_id`` in every registered table with a ``user_id`` column.
 
         Runs in one transaction. The user's pending outbox rows go too; with ``tombstones``
         (default) an outbox ``delete`` per embedded memory is written in their place, so derived
         vector indexes are cleaned even if the caller stops before ``VectorIndex.delete_user``.
-        Returns rows deleted per table.
+        ``tombstones="reset"`` writes one ``reset`` row naming nobody instead: every process
+        mirroring the change log (:meth:`changes_after`) drops what it holds and reads again, and
+        no row names the erased user. Returns rows deleted per table.
         """
         validate_identifier(user_id, "user_id")
 
@@ -337,7 +346,9 @@ class SQLRecordStore(SQLDatabase, RecordStore):
             counts: dict[str, int] = {}
             outbox = await conn.execute(sa.delete(index_outbox).where(index_outbox.c.user_id == user_id))
             counts[index_outbox.name] = outbox.rowcount
-            if tombstones:
+            if tombstones == "reset":
+                await conn.execute(sa.insert(index_outbox).values(**_RESET))
+            elif tombstones:
                 m = memories.c
                 await conn.execute(
                     sa.insert(index_outbox).from_select(
@@ -534,6 +545,46 @@ class SQLRecordStore(SQLDatabase, RecordStore):
 
         await self.run_transaction(work, write=True, op="outbox_ack")
 
+    async def changes_after(self, cursor: int, limit: int = 1000) -> tuple[list[OutboxOp], int]:
+        """The change log after ``cursor`` (SQLite): up to ``limit`` outbox rows with ``seq > cursor``, oldest
+        first, and the highest seq ever issued, read in one snapshot.
+
+        Why: every process on an embedded folder mirrors the vectors (:class:`MirrorVectorIndex`) and follows
+        this log instead of draining it. SQLite's AUTOINCREMENT never reuses a seq and a rolled-back write
+        takes its seq back, so a gap between ``cursor`` and the rows returned means rows were removed
+        (pruned, or an erased user's): the caller then reads its state anew.
+        """
+        cursor = _count(cursor, "cursor", 0)
+        limit = _count(limit, "limit", 1)
+        statement = sa.text(
+            "SELECT * FROM (SELECT seq, op, memory_id, user_id, space FROM index_outbox WHERE seq > :cursor "
+            "ORDER BY seq LIMIT :limit) UNION ALL SELECT coalesce((SELECT seq FROM sqlite_sequence "
+            "WHERE name = 'index_outbox'), 0), NULL, NULL, NULL, NULL"
+        ).bindparams(cursor=cursor, limit=limit)
+
+        async def work(conn: AsyncConnection) -> tuple[list[OutboxOp], int]:
+            rows = list(await conn.execute(statement))
+            ops = [OutboxOp(seq=int(r[0]), op=r[1], memory_id=r[2], user_id=r[3], space=r[4]) for r in rows[:-1]]
+            return ops, int(rows[-1][0])
+
+        return await self.run_transaction(work, write=False, op="changes_after", one_statement=True, small=True)
+
+    async def prune_changes(self, keep: int) -> int:
+        """Delete all but the newest ``keep`` rows of the change log; how many went (SQLite, mirrored indexes).
+
+        A process further behind than that sees the gap and reads its state anew (:meth:`changes_after`).
+        """
+        keep = _count(keep, "keep", 0)
+        o = index_outbox.c
+
+        async def work(conn: AsyncConnection) -> int:
+            newest = (await conn.execute(sa.select(sa.func.max(o.seq)))).scalar()
+            if newest is None:
+                return 0
+            return (await conn.execute(sa.delete(index_outbox).where(o.seq <= newest - keep))).rowcount
+
+        return await self.run_transaction(work, write=True, op="prune_changes")
+
     @contextlib.asynccontextmanager
     async def outbox_claim(self, limit: int = 1000) -> AsyncIterator[list[OutboxOp]]:
         """Claim pending operations; acknowledged (deleted) when the block exits cleanly.
@@ -581,9 +632,9 @@ class SQLRecordStore(SQLDatabase, RecordStore):
             raise self._store_error("outbox_claim", exc, 1) from exc
 
     async def iter_embedded(
-        self, space: str, *, batch_size: int = 1000, after_seq: int = 0
+        self, space: str, *, batch_size: int = 1000, after_seq: int = 0, user_id: str | None = None
     ) -> list[tuple[int, Record]]:
-        """Up to ``batch_size`` records (all users) embedded in ``space`` with ``seq > after_seq``."""
+        """Up to ``batch_size`` records (of ``user_id``, or all users) in ``space`` with ``seq > after_seq``."""
         if space is None:
             raise MemoryValidationError("space", "must be a vector space name, got None")
         space = validate_space(space)
@@ -596,6 +647,8 @@ class SQLRecordStore(SQLDatabase, RecordStore):
             .order_by(m.seq)
             .limit(batch_size)
         )
+        if user_id is not None:
+            statement = statement.where(m.user_id == validate_identifier(user_id, "user_id"))  # the user index
 
         async def work(conn: AsyncConnection) -> list[tuple[int, Record]]:
             result = await conn.execute(statement)

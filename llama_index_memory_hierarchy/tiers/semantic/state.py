@@ -29,6 +29,8 @@ class SemanticState:
     user_id: str
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     loaded: bool = False
+    #: ``StoreContext.foreign_revision`` of the user when loaded: other processes' writes since make it stale.
+    revision: tuple[int, int] = (0, 0)
     registry: EntityRegistry | None = None
     facts: dict[str, Fact] = field(default_factory=dict)
     current: dict[tuple[str, str, str], str] = field(default_factory=dict)

@@ -121,12 +121,15 @@ class SemanticMemory(StoredTier):
     async def _astate(self) -> SemanticState:
         """The user's index, loaded from the records on first use (graph repaired if out of step)."""
         state = self._state
-        if state.loaded:
+        await self.context.afollow()  # facts other processes wrote to the user make the state stale
+        revision = self.context.foreign_revision(self.user_id)
+        if state.loaded and state.revision == revision:
             return state
         async with state.lock:
-            if not state.loaded:
+            if not state.loaded or state.revision != revision:
                 await self._aload(state)
                 state.loaded = True
+                state.revision = revision
         return state
 
     async def _aload(self, state: SemanticState) -> None:
