@@ -35,6 +35,7 @@ from llama_index_memory_hierarchy.types import parse_moment, validate_content, v
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_memory_hierarchy.config import MemoryConfig
     from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
+    from llama_index_memory_hierarchy.stores.context import StoreContext
     from llama_index_memory_hierarchy.tools import MemoryToolSpec, RagToolSpec
 
 logger = logging.getLogger(__name__)
@@ -71,24 +72,46 @@ class MemoryService:
     """The stores of one deployment, and one hierarchy (and tool specs) per user, opened on first use."""
 
     def __init__(self, config: MemoryConfig, *, llm: Any = None, principal: Principal | None = None) -> None:
-        from llama_index_memory_hierarchy.lifecycle.erasure import aresume_erasures
-        from llama_index_memory_hierarchy.stores.context import StoreContext
-
         self.config = config
         self.llm = llm
         #: The fixed principal of a stdio server (None: each HTTP request's token says).
         self.principal = principal
-        # held for the server's life: users come and go
-        self._context = StoreContext.acquire(config, on_open=aresume_erasures)
+        # opened on first use (or by warm_up), then held for the server's life: users come and go
+        self._context: StoreContext | None = None
+        self._opening = threading.Lock()
+        self._warming: threading.Thread | None = None
         self._lock = threading.Lock()
         self._memories: dict[str, HierarchicalMemory] = {}
         self._specs: dict[str, MemoryToolSpec] = {}
         self._documents: dict[tuple[str, str], RagToolSpec] = {}
         self._closed = False
 
+    def _stores(self) -> StoreContext:
+        """The deployment's stores, opened once (an interrupted erasure is finished first)."""
+        from llama_index_memory_hierarchy.lifecycle.erasure import aresume_erasures
+        from llama_index_memory_hierarchy.stores.context import StoreContext
+
+        with self._opening:
+            if self._context is None:
+                self._context = StoreContext.acquire(self.config, on_open=aresume_erasures)
+            return self._context
+
     def warm_up(self) -> None:
-        """Load the embedding model now, so that the first call does not wait for it."""
-        self._context.embeddings.probe()
+        """Open the stores and load the embedding model now, so that the first call does not wait for them."""
+        self._stores().embeddings.probe()
+
+    def warm_up_in_background(self) -> None:
+        """:meth:`warm_up` in a thread: a stdio client's ``initialize`` is answered meanwhile (the first tool
+        call waits only for what is still loading)."""
+
+        def warm() -> None:
+            try:
+                self.warm_up()
+            except Exception:  # the first tool call opens the stores again and reports the error to the client
+                logger.exception("opening the stores in the background failed")
+
+        self._warming = threading.Thread(target=warm, name="lmh-mcp-warm-up", daemon=True)
+        self._warming.start()
 
     def memory(self, user_id: str) -> HierarchicalMemory:
         """The hierarchy of ``user_id`` (one per user for the server's life, sharing the stores)."""
@@ -99,6 +122,7 @@ class MemoryService:
                 raise MemoryHierarchyError("the server is shutting down")
             memory = self._memories.get(user_id)
             if memory is None:
+                self._stores()  # shared by every user's hierarchy (from_defaults finds it open)
                 memory = HierarchicalMemory.from_defaults(config=self.config, user_id=user_id)
                 self._memories[user_id] = memory
             return memory
@@ -137,7 +161,10 @@ class MemoryService:
             spec.knowledge_base.close()
         for memory in memories:
             memory.close()
-        self._context.release()
+        if self._warming is not None:
+            self._warming.join()
+        if self._context is not None:
+            self._context.release()
 
 
 class TokenFileVerifier:

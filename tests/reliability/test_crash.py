@@ -284,10 +284,14 @@ def test_sigkill_many_times(tmp_path: Path, model: str, minilm: Any) -> None:
     print(f"crash (slow, {model}): {figures}")
 
 
-def _open(folder: Path, embed_model: Any, user: str = "alice") -> HierarchicalMemory:
+def _open(folder: Path, embed_model: Any, user: str = "alice", **kwargs: Any) -> HierarchicalMemory:
     return HierarchicalMemory.from_defaults(
-        user_id=user, session_id="s1", persist_dir=str(folder), embed_model=embed_model
+        user_id=user, session_id="s1", persist_dir=str(folder), embed_model=embed_model, **kwargs
     )
+
+
+#: The on-disk qdrant-edge index, whose repair these tests exercise (the default mirrors keep no vector file).
+EDGE = {"vector_backend": "edge"}
 
 
 def _assert_consistent(memory: HierarchicalMemory) -> None:
@@ -301,17 +305,17 @@ def test_vector_index_that_lost_acknowledged_points_is_repaired_on_open(tmp_path
     import shutil
 
     folder = tmp_path / "memory_data"
-    with _open(folder, minilm) as memory:
+    with _open(folder, minilm, **EDGE) as memory:
         early = memory.episodic.add_many([f"early note {i} about the {w}" for i, w in enumerate(["garden"] * 20)])
     shutil.copytree(folder / "vectors", tmp_path / "vectors.old")
-    with _open(folder, minilm) as memory:
+    with _open(folder, minilm, **EDGE) as memory:
         late = memory.episodic.add_many([f"later note {i}: the ferry leaves at {i} pm" for i in range(30)])
         for memory_id in early[:5]:
             assert memory.episodic.remove(memory_id)
     shutil.rmtree(folder / "vectors")
     shutil.copytree(tmp_path / "vectors.old", folder / "vectors")  # 30 acknowledged points lost, 5 deletes undone
 
-    with _open(folder, minilm) as memory:
+    with _open(folder, minilm, **EDGE) as memory:
         _assert_consistent(memory)
         found = memory.episodic.retrieve("when does the ferry leave? 7 pm", limit=3)
         assert "later note 7: the ferry leaves at 7 pm" in [i.content for i in found]
@@ -325,10 +329,10 @@ def test_deleted_vector_folder_is_rebuilt_on_open(tmp_path: Path, minilm: Any) -
     import shutil
 
     folder = tmp_path / "memory_data"
-    with _open(folder, minilm) as memory:
+    with _open(folder, minilm, **EDGE) as memory:
         ids = memory.episodic.add_many(["my passport number is in the blue folder", "the cat is called Miso"])
     shutil.rmtree(folder / "vectors")
-    with _open(folder, minilm) as memory:
+    with _open(folder, minilm, **EDGE) as memory:
         _assert_consistent(memory)
         assert memory.episodic.retrieve("what is my cat's name?", limit=1)[0].id == ids[1]
 
@@ -340,14 +344,14 @@ def test_outbox_left_by_a_crash_is_applied_on_open(tmp_path: Path, minilm: Any) 
 
     folder = tmp_path / "memory_data"
     text = "the spare key is under the third flowerpot"
-    with _open(folder, minilm) as memory:
+    with _open(folder, minilm, **EDGE) as memory:
         memory.episodic.add("warm-up so that the vector space exists")
         context = memory.context
         item = MemoryItem(content=text, user_id="alice", session_id="s1")
         record = Record(item=item, embedding=context.embeddings.embed_texts([text])[0], space=context.embeddings.space)
         context.runtime.run(context.records.insert([record]))  # COMMIT, then the "crash": no index update
         assert read_sqlite(folder).outbox == 1
-    with _open(folder, minilm) as memory:
+    with _open(folder, minilm, **EDGE) as memory:
         _assert_consistent(memory)
         assert memory.episodic.retrieve("where is the spare key?", limit=1)[0].id == item.id
 
@@ -399,15 +403,15 @@ def test_lost_upsert_and_lost_delete_with_equal_counts_are_repaired(tmp_path: Pa
     import shutil
 
     folder = tmp_path / "memory_data"
-    with _open(folder, minilm) as memory:
+    with _open(folder, minilm, **EDGE) as memory:
         old = memory.episodic.add("the boiler was serviced in March")
     shutil.copytree(folder / "vectors", tmp_path / "vectors.old")
-    with _open(folder, minilm) as memory:
+    with _open(folder, minilm, **EDGE) as memory:
         new = memory.episodic.add("the boiler needs a new valve")
         assert memory.episodic.remove(old)
     shutil.rmtree(folder / "vectors")
     shutil.copytree(tmp_path / "vectors.old", folder / "vectors")  # one point too many, one missing
-    with _open(folder, minilm) as memory:
+    with _open(folder, minilm, **EDGE) as memory:
         index = memory.context.runtime.run(memory.context.avector_index())
         assert memory.context.runtime.run(index.ids()) == {new}
         assert [i.id for i in memory.episodic.retrieve("boiler", limit=5)] == [new]
