@@ -33,7 +33,7 @@ import threading
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -307,7 +307,7 @@ class TimeHint:
 
 
 def _utc(year: int, month: int, day: int) -> datetime:
-    return datetime(year, month, day, tzinfo=UTC)
+    return datetime(year, month, day, tzinfo=timezone.utc)
 
 
 def _month_span(year: int, month: int, count: int = 1) -> tuple[datetime, datetime]:

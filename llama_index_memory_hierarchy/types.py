@@ -12,7 +12,7 @@ import math
 import numbers
 import re
 import uuid
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta, timezone
 from enum import Enum
 from typing import Any
 
@@ -31,8 +31,8 @@ MAX_METADATA_DEPTH = 8
 MAX_BATCH_ITEMS = 10_000
 #: Earliest and latest time accepted anywhere (UTC), a day inside what ``datetime`` holds: stored times are epoch
 #: floats whose rounding, a time zone's offset or a day's arithmetic must never step past year 1 or 9999.
-TIME_MIN = datetime(1, 1, 2, tzinfo=UTC)
-TIME_MAX = datetime(9998, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+TIME_MIN = datetime(1, 1, 2, tzinfo=timezone.utc)
+TIME_MAX = datetime(9998, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc)
 #: Identifiers (user, session, namespace): printable, no path separators, bounded.
 _ID_PATTERN = re.compile(r"[A-Za-z0-9_.@:+\-=]{1,128}")
 
@@ -48,7 +48,7 @@ class MemoryType(str, Enum):
 
 def utcnow() -> datetime:
     """Timezone-aware current UTC time (all stored times are UTC)."""
-    return datetime.now(UTC)
+    return datetime.now(timezone.utc)
 
 
 def as_utc(value: datetime | str | float | int, field: str = "timestamp", *, clamp: bool = False) -> datetime:
@@ -62,7 +62,7 @@ def as_utc(value: datetime | str | float | int, field: str = "timestamp", *, cla
     if isinstance(value, (int, float)):
         try:
             finite = math.isfinite(value)
-            moment = datetime.fromtimestamp(value, tz=UTC) if finite else None
+            moment = datetime.fromtimestamp(value, tz=timezone.utc) if finite else None
         except (OverflowError, OSError, ValueError) as exc:  # past year 9999, or an int too large for a float
             shown = f"{value!r}" if isinstance(value, float) or abs(value) < 10**30 else f"{value.bit_length()} bits"
             raise MemoryValidationError(field, f"epoch seconds out of range: {shown}") from exc
@@ -77,9 +77,9 @@ def as_utc(value: datetime | str | float | int, field: str = "timestamp", *, cla
     if not isinstance(value, datetime):
         raise MemoryValidationError(field, f"expected a datetime, got {type(value).__name__}")
     if value.tzinfo is None:
-        return bounded_time(value.replace(tzinfo=UTC), field, clamp=clamp)
+        return bounded_time(value.replace(tzinfo=timezone.utc), field, clamp=clamp)
     try:
-        return bounded_time(value.astimezone(UTC), field, clamp=clamp)
+        return bounded_time(value.astimezone(timezone.utc), field, clamp=clamp)
     except OverflowError as exc:  # e.g. 9999-12-31T23:00-05:00 is past datetime.max in UTC
         raise MemoryValidationError(field, f"out of range once converted to UTC: {value.isoformat()}") from exc
 
@@ -362,7 +362,7 @@ def parse_moment(value: str, field: str, *, end_of_day: bool = False) -> datetim
     home: the command line and the MCP server take the same words and must read them alike.
     """
     text = value.strip().lower()
-    now = datetime.now(UTC)
+    now = datetime.now(timezone.utc)
     if text == "now":
         return now
     if text in ("today", "yesterday"):
@@ -391,5 +391,5 @@ def _shown(value: str, limit: int = 60) -> str:
 
 
 def _day_bound(day: date, end: bool, field: str = "time") -> datetime:
-    start = bounded_time(datetime(day.year, day.month, day.day, tzinfo=UTC), field)
+    start = bounded_time(datetime(day.year, day.month, day.day, tzinfo=timezone.utc), field)
     return bounded_time(start + timedelta(days=1, microseconds=-1), field) if end else start

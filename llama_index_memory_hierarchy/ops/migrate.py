@@ -39,13 +39,17 @@ import os
 import shutil
 import sys
 import tempfile
-import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser as a backport
+    import tomli as tomllib
 
 from llama_index_memory_hierarchy.config import ENV_PREFIX, MemoryConfig, redact_url
 from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreError

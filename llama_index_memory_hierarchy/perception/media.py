@@ -17,8 +17,8 @@ import io
 import logging
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, timezone
-from enum import StrEnum
+from datetime import datetime, timedelta, timezone
+from enum import Enum
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -35,13 +35,16 @@ MAX_IMAGE_PIXELS = 64_000_000
 PHASH_BITS = 64
 
 
-class Modality(StrEnum):
-    """The kinds of perception the perceptual tier stores."""
+class Modality(str, Enum):
+    """The kinds of perception the perceptual tier stores (``str()`` is the value, as a 3.11 ``StrEnum``'s)."""
 
     TEXT = "text"
     IMAGE = "image"
     AUDIO = "audio"
     VIDEO = "video"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 def as_modality(value: Modality | str | None, field_name: str = "modality") -> Modality | None:
@@ -282,13 +285,13 @@ def _exif_time(image: Any) -> datetime | None:
         when = datetime.strptime(raw.strip().rstrip("\x00"), "%Y:%m:%d %H:%M:%S")
     except ValueError:
         return None
-    tz = UTC
+    tz = timezone.utc
     if isinstance(offset, str):
         match = re.match(r"^([+-])(\d{2}):(\d{2})", offset.strip())
         if match:
             delta = timedelta(hours=int(match.group(2)), minutes=int(match.group(3)))
             tz = timezone(delta if match.group(1) == "+" else -delta)
-    return when.replace(tzinfo=tz).astimezone(UTC)
+    return when.replace(tzinfo=tz).astimezone(timezone.utc)
 
 
 def image_phash(image: Any) -> str:

@@ -17,7 +17,7 @@ import random
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, Literal, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -38,6 +38,9 @@ from llama_index_memory_hierarchy.stores.record_sql.dialects import (
 )
 from llama_index_memory_hierarchy.stores.record_sql.readers import SQLiteReaders
 from llama_index_memory_hierarchy.stores.schema import metadata, schema_info
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -56,7 +56,7 @@ def stored_time(value: float | None) -> datetime | None:
     if value is None:
         return None
     if _EPOCH_MIN <= value <= _EPOCH_MAX:
-        return datetime.fromtimestamp(value, tz=UTC)
+        return datetime.fromtimestamp(value, tz=timezone.utc)
     clamped = TIME_MIN if value < _EPOCH_MIN else TIME_MAX
     logger.warning("a stored time out of range (%r epoch seconds) reads as %s", value, clamped.isoformat())
     return clamped
