@@ -1,6 +1,6 @@
 """``lmh demo``: a scripted two-session agent conversation that shows every part of the hierarchy.
 
-Offline on the embedded default: the bundled MiniLM embeddings and, when installed, the
+Offline on the embedded default: the bundled multilingual-e5-small embeddings and, when installed, the
 bundled SmolLM2-135M as the LLM. Session 1 and session 2 each open their own
 ``HierarchicalMemory`` over the same folder (as two processes would); the agent in session 2
 is asked what session 1 said. Then the demo shows what each tier holds, a fused recall, the
@@ -247,7 +247,7 @@ class Demo:
                 f"folder  {self.folder}" + ("  (temporary; --keep to keep it)" if self._temporary else ""),
                 f"user    {self.config.user_id}",
                 f"LLM     {llm_label(self.llm)}{self.llm_note}",
-                "embeds  the bundled all-MiniLM-L6-v2 (offline)"
+                "embeds  the bundled multilingual-e5-small (offline)"
                 if self.config.embed_model in (None, "default")
                 else f"embeds  {self.config.embed_model}",
             ]
@@ -513,14 +513,18 @@ class Demo:
             self.out.print(f"semantic.get_related_entities({self.script.entity!r}, depth=2):")
             for entity in related:
                 self.out.print(f"  hop {entity.hop}: {entity.path}")
-        html = self.folder / "knowledge_graph.html"
-        semantic.export_knowledge_graph("html", path=html)
-        self.out.print(f"interactive view: [link=file://{html}]{html}[/link]  (open it in a browser)")
+        html: Path | None = None
+        if self._temporary:  # the folder is removed when the demo ends: no path to a file about to go
+            self.out.print("[dim]An interactive HTML view of the graph is written when the folder is kept.[/dim]")
+        else:
+            html = self.folder / "knowledge_graph.html"
+            semantic.export_knowledge_graph("html", path=html)
+            self.out.print(f"interactive view: [link=file://{html}]{html}[/link]  (open it in a browser)")
         self.report["graph"] = {
             "entities": len(names),
             "facts": [list(f) for f in facts],
             "related": [r.path for r in related],
-            "html": str(html),
+            "html": str(html) if html is not None else None,
         }
 
     # ------------------------------------------------------------------ knowledge base

@@ -77,7 +77,14 @@ def register(commands: Any, parents: list[argparse.ArgumentParser], formatter: A
     timeline.add_argument("--until", metavar="TIME", help="to (inclusive)")
     timeline.add_argument("--session", metavar="ID", help="only this session")
     timeline.add_argument("-n", "--limit", type=_positive_int, default=50, metavar="N", help="most events (50)")
-    timeline.add_argument("--last", action="store_true", help="the most recent N events instead of the first N")
+    timeline.add_argument(
+        "--last",
+        nargs="?",
+        type=_positive_int,
+        const=0,
+        metavar="N",
+        help="the most recent N events (default: --limit) instead of the first ones",
+    )
     timeline.set_defaults(handler=run_timeline)
 
     stats = commands.add_parser(
@@ -173,11 +180,23 @@ def run_add(args: argparse.Namespace, out: Output) -> int:
                 tier_name, reason = args.tier, "--tier"
             memory_id = manager.add_memory(text, tier_name, args.importance, **options)
         item = memory.tiers([tier_name])[0].get(memory_id)
+        # search may list a fact derived from this memory rather than the memory itself: name both
+        derived = [fact for fact in map(memory.semantic.get, memory.semantic.derived_from(memory_id)) if fact]
     if out.json_mode:
-        out.json({"id": memory_id, "tier": tier_name, "reason": reason, "memory": item_dict(item) if item else None})
+        out.json(
+            {
+                "id": memory_id,
+                "tier": tier_name,
+                "reason": reason,
+                "memory": item_dict(item) if item else None,
+                "derived": [item_dict(fact) for fact in derived],
+            }
+        )
         return 0
     importance = f", importance {item.importance:.2f}" if item is not None else ""
     out.print(f"[green]stored[/green] in {tier_name} memory ({reason}{importance}): {memory_id}")
+    for fact in derived:
+        out.print(f"  derived fact in semantic memory: {short(fact.content, 120)}: {fact.id}")
     return 0
 
 
@@ -216,18 +235,17 @@ def run_search(args: argparse.Namespace, out: Output) -> int:
         return 0
     from rich.text import Text
 
+    # Tier, time and importance share one column so the whole id (36 characters, for `lmh forget`) fits 80 columns.
     rows = [
         [
             str(rank),
             f"{item.score:.4f}" if item.score is not None else "",
-            item.memory_type.value,
-            f"{item.timestamp:%Y-%m-%d\n%H:%M}",
-            f"{item.importance:.2f}",
+            f"{item.memory_type.value}\n{item.timestamp:%Y-%m-%d %H:%M}\nimportance {item.importance:.2f}",
             Text(short(item.content, 300)).append(f"\n{item.id}", style="dim"),
         ]
         for rank, item in enumerate(items, start=1)
     ]
-    columns = ["#", "score", "tier", "when (UTC)", "imp.", ("memory / id", {"ratio": 1, "min_width": 36})]
+    columns = ["#", "score", "tier, when (UTC)", ("memory / id", {"ratio": 1, "min_width": 36})]
     out.print(out.table(f"Memories for {query!r}", columns, rows))
     if getattr(args, "explain", False):
         from llama_index_memory_hierarchy.retrieval.search import explain
@@ -278,13 +296,14 @@ def run_timeline(args: argparse.Namespace, out: Output) -> int:
     if start and end and start > end:
         raise UsageError("--since is after --until")
     with open_memory(args, out) as memory:
-        if args.last:
+        if args.last is not None:
+            limit = args.last or args.limit  # a bare --last takes --limit
             from llama_index_memory_hierarchy.types import MemoryFilter
 
             flt = {"start_time": start, "end_time": end, "session_id": args.session}
             flt = {k: v for k, v in flt.items() if v is not None}
             MemoryFilter.from_kwargs(**flt)  # validate before querying
-            items = memory.context.runtime.run(memory.episodic.aquery(order_by="-timestamp", limit=args.limit, **flt))
+            items = memory.context.runtime.run(memory.episodic.aquery(order_by="-timestamp", limit=limit, **flt))
             items.reverse()
         else:
             items = memory.episodic.get_timeline(start=start, end=end, session_id=args.session, limit=args.limit)

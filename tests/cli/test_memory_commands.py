@@ -157,3 +157,38 @@ def test_reindex_moves_a_store_to_another_embedding_model(tmp_path: Path) -> Non
     assert "another model" not in after.stderr
     again = cli_helpers.run_lmh("reindex", "--dir", folder, "--json", env=e5).json()
     assert again["reembedded"] == {}  # nothing left to move
+
+
+def test_ids_shown_are_whole_and_consistent(tmp_path: Path) -> None:
+    """What `add` reports is what `search` lists (the memory and the facts derived from it), whole at 80 columns."""
+    common = ["--dir", str(tmp_path / "memory"), "--user", "erin"]
+    added = run_lmh("add", "I work at Acme as a data analyst", "--tier", "semantic", "--json", *common).json()
+    derived = {fact["id"]: fact["content"] for fact in added["derived"]}
+    assert derived and added["id"] not in derived  # the statement and the facts extracted from it
+    narrow = cli_helpers.run_lmh("add", "My brother Tom plays the cello", "--tier", "semantic", *common,
+                                 env={"LMH_EMBED_MODEL": "hashing", "COLUMNS": "80"}).ok().stdout  # fmt: skip
+    assert "derived fact" in narrow
+    found = run_lmh("search", "Acme analyst", "--limit", "10", "--json", *common).json()["results"]
+    listed = {r["id"] for r in found}
+    assert listed & ({added["id"]} | set(derived)), "search lists neither the memory nor its facts"
+    table = cli_helpers.run_lmh(
+        "search", "Acme analyst", "--limit", "10", *common, env={"LMH_EMBED_MODEL": "hashing", "COLUMNS": "80"}
+    ).ok()
+    assert max(len(line) for line in table.stdout.splitlines()) <= 80
+    for memory_id in listed:
+        assert memory_id in table.stdout, f"{memory_id} cut at 80 columns"
+    some = next(iter(listed))
+    assert run_lmh("forget", some, "--json", *common).json()["deleted"][0]["id"] == some  # pasteable
+
+
+def test_timeline_last_takes_a_count(tmp_path: Path) -> None:
+    common = ["--dir", str(tmp_path / "memory"), "--user", "finn"]
+    ids = [
+        run_lmh("add", f"Day {day}: I watered the plants", "--tier", "episodic", "--when", f"2026-03-0{day}T09:00",
+                "--json", *common).json()["id"]
+        for day in range(1, 8)
+    ]  # fmt: skip
+    assert [e["id"] for e in run_lmh("timeline", "--last", "5", "--json", *common).json()["events"]] == ids[-5:]
+    assert [e["id"] for e in run_lmh("timeline", "--last", "-n", "2", "--json", *common).json()["events"]] == ids[-2:]
+    assert len(run_lmh("timeline", "--last", "--json", *common).json()["events"]) == 7
+    assert_clean_error(run_lmh("timeline", "--last", "0", *common), 2, "at least 1")

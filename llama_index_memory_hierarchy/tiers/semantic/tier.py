@@ -369,6 +369,16 @@ class SemanticMemory(StoredTier):
     async def _aremove_sources(self, source_ids: Sequence[str]) -> int:
         return await self.writer.aremove_sources(await self._astate(), source_ids)
 
+    async def aderived_from(self, source_id: str) -> list[str]:
+        """Ids of the facts that cite ``source_id`` (a turn, a perception, a stated memory) among their sources."""
+        source = validate_memory_id(source_id, "source_id")
+        state = await self._astate()
+        return sorted(fact_id for fact_id in state.by_source.get(source, ()) if fact_id != source)
+
+    def derived_from(self, source_id: str) -> list[str]:
+        """Sync twin of :meth:`aderived_from`."""
+        return self.blocking(self.aderived_from(source_id))
+
     async def aclear(self) -> int:
         """Delete every semantic memory of this user and their subgraph (nothing of other users)."""
         state = await self._astate()
