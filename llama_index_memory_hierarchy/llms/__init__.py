@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.llms.llm import LLM
 
+    from llama_index_memory_hierarchy.llms.chat_only import ChatOnlyLLM
     from llama_index_memory_hierarchy.llms.local import LocalLLM, LocalLLMError, LocalLLMUnavailableError
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "ChatOnlyLLM",
     "LocalLLM",
     "LocalLLMError",
     "LocalLLMUnavailableError",
@@ -98,4 +100,9 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module("llama_index_memory_hierarchy.llms.local"), name)
         globals()[name] = value
         return value
+    if name == "ChatOnlyLLM":
+        from llama_index_memory_hierarchy.llms.chat_only import ChatOnlyLLM
+
+        globals()[name] = ChatOnlyLLM
+        return ChatOnlyLLM
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
