@@ -149,7 +149,9 @@ async def acalibration(embeddings: EmbeddingService) -> SimilarityCalibration:
     texts = {"en": NEUTRAL_EN, "zh": NEUTRAL_ZH}
     names = {"en": NAMES_EN, "zh": NAMES_ZH}
     passages = {g: await embeddings.aembed_texts(list(texts[g]), field="calibration") for g in GROUPS}
-    queries = {g: np.stack([await embeddings.aembed_query(t, field="calibration") for t in texts[g]]) for g in GROUPS}
+    queries: dict[str, np.ndarray] = {}
+    for g in GROUPS:  # a loop, not a dict comprehension: Python 3.10 refuses an await nested in two comprehensions
+        queries[g] = np.stack([await embeddings.aembed_query(t, field="calibration") for t in texts[g]])
     entities = {g: await embeddings.aembed_texts(list(names[g]), field="calibration") for g in GROUPS}
     baselines: dict[tuple[Role, str, str], float] = {}
     for a in GROUPS:

@@ -11,6 +11,7 @@ import json
 import math
 import numbers
 import re
+import sys
 import uuid
 from datetime import date, datetime, timedelta, timezone
 from enum import Enum
@@ -51,6 +52,16 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def parse_iso(text: str) -> datetime:
+    """``datetime.fromisoformat``, reading a ``Z`` suffix (UTC) on Python 3.10 too, as 3.11 does.
+
+    Why: pydantic writes UTC times with ``Z`` (JSON exports, MCP and CLI output) and 3.10's parser refuses it.
+    """
+    if sys.version_info < (3, 11) and text[-1:] in ("Z", "z"):
+        text = text[:-1] + "+00:00"
+    return datetime.fromisoformat(text)
+
+
 def as_utc(value: datetime | str | float | int, field: str = "timestamp", *, clamp: bool = False) -> datetime:
     """Coerce a datetime, ISO string or epoch seconds to an aware UTC datetime within ``TIME_MIN``..``TIME_MAX``.
 
@@ -71,7 +82,7 @@ def as_utc(value: datetime | str | float | int, field: str = "timestamp", *, cla
         return bounded_time(moment, field, clamp=clamp)
     if isinstance(value, str):
         try:
-            value = datetime.fromisoformat(value)
+            value = parse_iso(value)
         except ValueError as exc:
             raise MemoryValidationError(field, f"not an ISO datetime: {value!r}") from exc
     if not isinstance(value, datetime):
@@ -376,7 +387,7 @@ def parse_moment(value: str, field: str, *, end_of_day: bool = False) -> datetim
         return bounded_time(moment, field)
     try:
         day = date.fromisoformat(text) if len(text) == 10 else None
-        moment = None if day else datetime.fromisoformat(value.strip())
+        moment = None if day else parse_iso(value.strip())
     except ValueError:
         raise MemoryValidationError(
             field,

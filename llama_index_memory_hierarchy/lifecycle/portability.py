@@ -46,7 +46,7 @@ from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.stores.schema import index_outbox, memories, user_scoped_tables
 from llama_index_memory_hierarchy.tiers.semantic import areset_semantic_state
 from llama_index_memory_hierarchy.tiers.tierset import TierSet
-from llama_index_memory_hierarchy.types import MemoryItem, MemoryType, validate_identifier
+from llama_index_memory_hierarchy.types import MemoryItem, MemoryType, parse_iso, validate_identifier
 
 logger = logging.getLogger(__name__)
 
@@ -557,7 +557,7 @@ async def _asession_data(deps: LifecycleDeps, session_id: str) -> dict[str, Any]
 
 def _session_markdown(data: dict[str, Any]) -> str:
     def when(value: str | None) -> str:
-        return datetime.fromisoformat(value).strftime("%Y-%m-%d %H:%M UTC") if value else "?"
+        return parse_iso(value).strftime("%Y-%m-%d %H:%M UTC") if value else "?"
 
     lines = [f"# Session {data['session_id']}", ""]
     lines.append(f"- User: {data['user_id']}")

@@ -36,7 +36,7 @@ from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
 from llama_index_memory_hierarchy.lifecycle.importance import effective_importance
 from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
 from llama_index_memory_hierarchy.text import count_tokens
-from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
+from llama_index_memory_hierarchy.types import MemoryItem, MemoryType, parse_iso
 
 #: First line of the profile section of the system message.
 PROFILE_HEADER = (
@@ -306,7 +306,7 @@ def _parse_time(value: Any) -> datetime | None:
     if not isinstance(value, str):
         return None
     try:
-        return datetime.fromisoformat(value)
+        return parse_iso(value)
     except ValueError:
         return None
 
