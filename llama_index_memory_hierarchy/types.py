@@ -7,6 +7,7 @@ before anything is written.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import numbers
@@ -15,6 +16,7 @@ import sys
 import uuid
 from datetime import date, datetime, timedelta, timezone
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -50,6 +52,15 @@ class MemoryType(str, Enum):
 def utcnow() -> datetime:
     """Timezone-aware current UTC time (all stored times are UTC)."""
     return datetime.now(timezone.utc)
+
+
+def file_sha256(path: str | Path) -> str:
+    """The hex SHA-256 of a file, read in blocks (``hashlib.file_digest`` is Python 3.11 and later)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def parse_iso(text: str) -> datetime:

@@ -20,6 +20,7 @@ from pydantic import Field, PrivateAttr
 
 from llama_index_memory_hierarchy.embeddings.bundled import default_threads
 from llama_index_memory_hierarchy.embeddings.spaces import folder_label
+from llama_index_memory_hierarchy.types import file_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -271,11 +272,6 @@ def _source_digest(source: Path, quantize: bool) -> str:
     return digest.hexdigest()[:12]
 
 
-def _file_sha256(path: Path) -> str:
-    with path.open("rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
 #: Builds whose checksum this process has verified, with their files' modification times then.
 _CHECKED: set[tuple[Path, int, int]] = set()
 
@@ -296,7 +292,7 @@ def _valid_build(folder: Path) -> bool:
     """A build is whole when its manifest names the graph's checksum."""
     try:
         manifest = json.loads((folder / _ONNX_MANIFEST).read_text())
-        return _file_sha256(folder / "model.onnx") == manifest["sha256"]
+        return file_sha256(folder / "model.onnx") == manifest["sha256"]
     except (OSError, ValueError, KeyError, TypeError):
         return False
 
@@ -327,7 +323,7 @@ def ensure_graph(cache_dir: Path, name: str, build: Callable[[Path], None]) -> P
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=cache_dir))
     try:
         build(tmp / "model.onnx")
-        (tmp / _ONNX_MANIFEST).write_text(json.dumps({"name": name, "sha256": _file_sha256(tmp / "model.onnx")}))
+        (tmp / _ONNX_MANIFEST).write_text(json.dumps({"name": name, "sha256": file_sha256(tmp / "model.onnx")}))
         if folder.exists():  # corrupt or partial: replace it
             shutil.rmtree(folder, ignore_errors=True)
         try:

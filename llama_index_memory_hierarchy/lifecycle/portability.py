@@ -46,7 +46,7 @@ from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.stores.schema import index_outbox, memories, user_scoped_tables
 from llama_index_memory_hierarchy.tiers.semantic import areset_semantic_state
 from llama_index_memory_hierarchy.tiers.tierset import TierSet
-from llama_index_memory_hierarchy.types import MemoryItem, MemoryType, parse_iso, validate_identifier
+from llama_index_memory_hierarchy.types import MemoryItem, MemoryType, file_sha256, parse_iso, validate_identifier
 
 logger = logging.getLogger(__name__)
 
@@ -292,9 +292,7 @@ def _check_file_refs(records: Any, files: list[tuple[str, str, bytes]], folder: 
             raise MemoryValidationError(
                 f"{field}.path", f"a referenced file must lie in the export's folder {root}, not {str(path)[:200]!r}"
             )
-        with open(resolved, "rb") as stream:
-            digest = hashlib.file_digest(stream, "sha256").hexdigest()
-        if digest != file.sha256:
+        if file_sha256(resolved) != file.sha256:
             raise MemoryValidationError(f"{field}.sha256", f"{resolved} does not have the recorded sha256")
 
 
