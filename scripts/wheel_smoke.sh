@@ -4,6 +4,7 @@
 # the console script and `python -m`, and `lmh demo` on the no-LLM path.
 # Usage: bash scripts/wheel_smoke.sh PYTHON WHEEL [VENV]   (VENV default: .venv-wheel-<python version>)
 set -euo pipefail
+unset PYTHONPATH  # the installed wheel, not a source tree
 python=$1
 wheel=$(realpath "$2")
 version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
