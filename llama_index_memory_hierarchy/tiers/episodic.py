@@ -57,6 +57,10 @@ def embedded_turn(item: MemoryItem) -> str:
     return format_turn(item.content, speaker_of(item))
 
 
+#: Texts of each candidate topic the part-of-speech tagger reads (``find_patterns``).
+_POS_EXAMPLES = 3
+
+
 class EpisodicMemory(StoredTier):
     """What happened, when: turns and events, time-ordered, per user and session."""
 
@@ -205,23 +209,33 @@ class EpisodicMemory(StoredTier):
         """
         items = await self.aquery()
         stop = query_stopwords()
-        nouns = await asyncio.to_thread(noun_words, [item.content for item in items]) if items else set()
         sessions_by_term: dict[str, set[str]] = {}
         counts: Counter[str] = Counter()
+        examples: dict[str, list[str]] = {}  # a few texts each term is used in, to tell its part of speech
         for item in items:
-            terms = {
+            for term in {
                 t
                 for t in keyword_tokens(item.content)
-                if (len(t) > 2 or (len(t) > 1 and CJK.match(t))) and t not in stop and (nouns is None or t in nouns)
-            }
-            for term in terms:
+                if (len(t) > 2 or (len(t) > 1 and CJK.match(t))) and t not in stop
+            }:
                 sessions_by_term.setdefault(term, set()).add(item.session_id or "")
                 counts[term] += 1
-        topics = sorted(
+                if len(shown := examples.setdefault(term, [])) < _POS_EXAMPLES:
+                    shown.append(item.content)
+        candidates = sorted(
             (t for t, s in sessions_by_term.items() if len(s) >= min_sessions),
             key=lambda t: (len(sessions_by_term[t]), counts[t]),
             reverse=True,
-        )[:top_n]
+        )
+        topics: list[str] = []
+        step = 4 * top_n  # the best candidates first: the tagger reads a few texts of each, not every event
+        for begin in range(0, len(candidates), step):
+            chunk = candidates[begin : begin + step]
+            nouns = await asyncio.to_thread(noun_words, sorted({text for t in chunk for text in examples[t]}))
+            topics += [t for t in chunk if nouns is None or t in nouns]
+            if len(topics) >= top_n:
+                break
+        topics = topics[:top_n]
         hours = Counter(item.timestamp.hour for item in items)
         weekdays = Counter(item.timestamp.strftime("%A") for item in items)
         return {
