@@ -10,12 +10,12 @@ chat store (in-process SQLite by default) until then: call :func:`aflush_memory`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory.memory import BaseMemoryBlock
-from pydantic import Field
+from pydantic import Field, field_serializer, field_validator
 
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.messages import format_memory, message_text
@@ -35,16 +35,39 @@ class BlockMemory(Protocol):
 
     async def aput_messages(self, messages: list[ChatMessage]) -> None: ...
 
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+#: Reopens a memory from its reference (``HierarchicalMemory.from_dict``); the hierarchy, above this layer, sets it.
+_openers: list[Callable[[dict[str, Any]], BlockMemory]] = []
+
+
+def set_memory_opener(opener: Callable[[dict[str, Any]], BlockMemory]) -> None:
+    """How a serialised block reopens its memory (called once by the hierarchy module)."""
+    _openers[:] = [opener]
+
 
 class HierarchyMemoryBlock(BaseMemoryBlock[str]):
     """Memories of some tiers of a ``HierarchicalMemory``, retrieved for the latest user message."""
 
-    memory: Any = Field(description="The BlockMemory (a HierarchicalMemory) this block reads.", exclude=True)
+    memory: Any = Field(description="The BlockMemory (a HierarchicalMemory) this block reads.")
     memory_types: list[MemoryType] = Field(description="Tiers this block retrieves from.")
     top_k: int = Field(default=5, ge=1, description="Memories returned per turn.")
     token_limit: int | None = Field(
         default=None, ge=1, description="Tokens the block's lines may take (default: memory_context_token_limit)."
     )
+
+    @field_serializer("memory")
+    def _memory_reference(self, memory: BlockMemory) -> dict[str, Any]:
+        """A block is serialised (a saved workflow ``Context``, pickle) with its memory's reference, no secret."""
+        return memory.to_dict()
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _reopen_memory(cls, value: Any) -> Any:
+        if isinstance(value, dict) and _openers:
+            return _openers[0](value)
+        return value
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         query = next((message_text(m) for m in reversed(messages or []) if m.role == MessageRole.USER), None)

@@ -42,6 +42,12 @@ def redact_url(url: str | None) -> str | None:
     return _SECRET_PARAM.sub(lambda m: f"{m.group('name')}***", "".join(pieces))
 
 
+#: Settings that are secrets: never serialised (see :meth:`MemoryConfig.reference`).
+SECRET_FIELDS = frozenset({"qdrant_api_key", "vector_store_api_key", "graph_store_password"})
+#: Settings that are URLs, which may hold a password or a token.
+URL_FIELDS = frozenset({"record_store_url", "qdrant_url", "graph_store_url", "vector_store_url"})
+
+
 class MemoryConfig(BaseModel):
     """Settings of a memory hierarchy. Defaults run embedded and offline.
 
@@ -175,6 +181,17 @@ class MemoryConfig(BaseModel):
         data.update({k: v for k, v in overrides.items() if v is not None})
         return cls.create(**data)
 
+    def reference(self) -> dict[str, Any]:
+        """These settings as JSON without a secret, to reopen the memory elsewhere (a saved workflow
+        ``Context``, a pickle): the secret fields, and the URLs that hold a password or a token, are left
+        out, so :meth:`from_env` takes them from the ``LMH_*`` environment variables there."""
+        data = self.model_dump(mode="json", exclude=set(SECRET_FIELDS))
+        for name in URL_FIELDS:
+            if data.get(name) and redact_url(data[name]) != data[name]:
+                del data[name]
+        data["persist_dir"] = str(self.persist_dir.expanduser().resolve())
+        return data
+
     @property
     def resolved_record_store_url(self) -> str:
         """The record store URL, defaulting to SQLite inside ``persist_dir``."""
@@ -214,8 +231,6 @@ class MemoryConfig(BaseModel):
     def __repr_args__(self):  # type: ignore[no-untyped-def]
         """Repr without secrets: passwords in URLs are masked."""
         for key, value in super().__repr_args__():
-            if key in {"record_store_url", "qdrant_url", "graph_store_url", "vector_store_url"} and isinstance(
-                value, str
-            ):
+            if key in URL_FIELDS and isinstance(value, str):
                 value = redact_url(value)
             yield key, value

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import uuid
+import weakref
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory.types import BaseMemory
-from pydantic import Field, PrivateAttr
+from pydantic import BaseModel, Field, PrivateAttr, field_serializer
 
-from llama_index_memory_hierarchy.blocks import HierarchyMemoryBlock, memory_blocks
+from llama_index_memory_hierarchy.blocks import HierarchyMemoryBlock, memory_blocks, set_memory_opener
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
@@ -31,12 +33,13 @@ from llama_index_memory_hierarchy.lifecycle.erasure import aresume_erasures
 from llama_index_memory_hierarchy.lifecycle.manager import MemoryManager
 from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
 from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
-from llama_index_memory_hierarchy.messages import MEMORY_HEADER, format_memory, message_json, message_text, turn_message
-from llama_index_memory_hierarchy.provenance import SIGNATURE_KEY, asigning_key, is_signed_turn, sign_turn
+from llama_index_memory_hierarchy.messages import MEMORY_HEADER, format_memory, message_text
+from llama_index_memory_hierarchy.provenance import SIGNATURE_KEY, asigning_key, sign_turn
 from llama_index_memory_hierarchy.ranking.context import fill_budget
 from llama_index_memory_hierarchy.retrieval.retriever import HierarchyRetriever
 from llama_index_memory_hierarchy.retrieval.search import CrossTierSearch, asearch
 from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
+from llama_index_memory_hierarchy.session_history import CHAT_MESSAGE_KEY, Entry, SessionHistory
 from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.text import count_tokens, truncate_to_tokens
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
@@ -49,8 +52,18 @@ from llama_index_memory_hierarchy.types import MAX_BATCH_ITEMS, MemoryItem, Memo
 
 logger = logging.getLogger(__name__)
 
+#: The open memories of this process by handle: a reference reopened here gets the same models and stores.
+_OPEN: weakref.WeakValueDictionary[str, HierarchicalMemory] = weakref.WeakValueDictionary()
+
 #: Importance given to a message by its role when the caller gives none.
 ROLE_IMPORTANCE = {"user": 0.6, "assistant": 0.4, "tool": 0.3, "system": 0.3}
+
+
+def _reopen(data: dict[str, Any]) -> HierarchicalMemory:
+    return HierarchicalMemory.from_dict(data)
+
+
+set_memory_opener(_reopen)
 
 
 class HierarchicalMemory(RuntimeBound, BaseMemory):
@@ -64,12 +77,11 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
     _tiers: TierSet = PrivateAttr()
     _tier_options: dict[str, Any] = PrivateAttr(default_factory=dict)
     _llm: Any = PrivateAttr(default=None)
-    _history: list[tuple[str, ChatMessage, int]] | None = PrivateAttr(default=None)
-    _history_floor: datetime | None = PrivateAttr(default=None)
-    _history_lock: asyncio.Lock | None = PrivateAttr(default=None)
+    _history: SessionHistory = PrivateAttr()
     _context_cache: tuple[tuple[Any, ...], ChatMessage | None] | None = PrivateAttr(default=None)
-    _version: int = PrivateAttr(default=0)
     _closed: bool = PrivateAttr(default=False)
+    _handle: str = PrivateAttr(default_factory=lambda: uuid.uuid4().hex)
+    _options: dict[str, Any] = PrivateAttr(default_factory=dict)
     _manager: MemoryManager = PrivateAttr()
     _search: CrossTierSearch | None = PrivateAttr(default=None)
 
@@ -131,8 +143,67 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
             "semantic_settings": semantic,
             "perception_settings": perception,
         }
+        memory._options = {
+            "embed_model": embed_model,
+            "vector_store": vector_store,
+            "llm": llm,
+            "graph_store": graph_store,
+            "perception_encoders": perception_encoders,
+            "lifecycle": lifecycle,
+            "semantic": semantic,
+            "perception": perception,
+        }
         memory._attach(context, lifecycle)
+        _OPEN[memory._handle] = memory
         return memory
+
+    # ------------------------------------------------------------------ serialisation
+    @field_serializer("config")
+    def _config_reference(self, config: MemoryConfig) -> dict[str, Any]:
+        """Every serialised form carries the settings without a secret (:meth:`MemoryConfig.reference`)."""
+        return config.reference()
+
+    def to_dict(self, **kwargs: Any) -> dict[str, Any]:
+        """A small reference without a secret that reopens this memory on the same stores: what
+        ``from_dict``, ``to_json``, pickle and a saved workflow ``Context`` (both serializers) carry.
+
+        Objects given to :meth:`from_defaults` (models, stores, encoders) are not in it: in this process
+        the reopened memory gets the same ones; in another, what the settings (and ``LMH_*`` environment
+        variables, which also give the secrets) name.
+        """
+        data = self.model_dump(mode="json")
+        data["class_name"] = self.class_name()
+        data["handle"] = self._handle
+        data["settings"] = {
+            name: value.model_dump(mode="json")
+            for name in ("lifecycle", "semantic", "perception")
+            if isinstance(value := self._options.get(name), BaseModel)
+        }
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> HierarchicalMemory:  # type: ignore[override]
+        """Reopen the memory :meth:`to_dict` describes (``kwargs`` as for :meth:`from_defaults`)."""
+        data = {**data}
+        original = _OPEN.get(str(data.get("handle")))
+        if original is not None and not original._closed and not kwargs:
+            return cls.from_defaults(config=original.config, session_id=data["session_id"], **original._options)
+        config = MemoryConfig.from_env(**{**(data.get("config") or {}), "user_id": data["user_id"]})
+        settings = data.get("settings") or {}
+        models = {"lifecycle": LifecycleSettings, "semantic": SemanticSettings, "perception": PerceptionSettings}
+        for name, model in models.items():
+            if name in settings and name not in kwargs:
+                kwargs[name] = model.model_validate(settings[name])
+        return cls.from_defaults(config=config, session_id=data["session_id"], **kwargs)
+
+    @classmethod
+    def from_json(cls, data_str: str, **kwargs: Any) -> HierarchicalMemory:  # type: ignore[override]
+        """Reopen the memory :meth:`to_json` describes."""
+        return cls.from_dict(json.loads(data_str), **kwargs)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickled as its reference (:meth:`to_dict`): unpickling reopens it."""
+        return _reopen, (self.to_dict(),)
 
     def _attach(self, context: StoreContext, lifecycle: LifecycleSettings | None = None) -> None:
         self._context = context
@@ -146,6 +217,9 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
             **self._tier_options,
         )
         self._search = CrossTierSearch(self)
+        self._history = SessionHistory(
+            context, self._tiers, user_id=self.user_id, session_id=self.session_id, on_foreign_start=self._aon_start
+        )
         deps = LifecycleDeps(
             context=context,
             tiers=self._tiers,
@@ -155,7 +229,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
             settings=lifecycle or LifecycleSettings(),
             user_id=self.user_id,
             session_id=self.session_id,
-            areset_context=self.areset,
+            areset_context=self._areset_context,
             forget_turns=self._forget_turns,
             llm_given=self._llm,
         )
@@ -174,13 +248,19 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
     def _forget_turns(self, ids: set[str]) -> bool:
         """Deleted turns leave the replayed history and the cached memory message; whether one was there."""
         self._context_cache = None
-        history = self._history
-        if history is None:
-            return False
-        kept = [entry for entry in history if entry[0] not in ids]
-        found = len(kept) < len(history)
-        history[:] = kept
-        return found
+        return self._history.forget(ids)
+
+    async def _areset_context(self) -> None:
+        """The stores changed under this memory (an erasure): read the history again, drop what is held."""
+        self._history.invalidate()
+        self._context_cache = None
+        await self.working.aclear()
+
+    async def _aon_start(self) -> None:
+        """Another object reset (or set) this session's history: this one's short-term state follows."""
+        self._context_cache = None
+        await self.working.aclear()
+        self._manager.compressor.forget_cached(self.session_id)
 
     @property
     def manager(self) -> MemoryManager:
@@ -279,28 +359,38 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         await self._aput_messages(messages)
 
     def set(self, messages: list[ChatMessage]) -> None:
-        """Make ``messages`` this session's short-term history (recording new ones)."""
+        """Make ``messages`` this session's short-term history, for every object on the session (recording
+        new ones; those already recorded are not recorded twice)."""
         self.blocking(self.aset(messages))
 
     async def aset(self, messages: list[ChatMessage]) -> None:
         """Async twin of :meth:`set`."""
-        await self.areset()
-        await self._aput_messages(messages, dedupe=True)
+        start = utcnow()
+        await self._aclear_short_term()
+        await self._aput_messages(messages, dedupe=True, start=start)
+        if not messages:
+            await self._history.astart(start)
 
     def reset(self) -> None:
-        """Start a fresh short-term context; long-term memories stay (use ``forget`` to delete)."""
+        """End this session's short-term history, for every object on the session and after reopening;
+        long-term memories stay (use ``forget`` to delete)."""
         self.blocking(self.areset())
 
     async def areset(self) -> None:
         """Async twin of :meth:`reset`."""
-        self._history = []
-        self._history_floor = utcnow()
+        await self._aclear_short_term()
+        await self._history.astart()
+
+    async def _aclear_short_term(self) -> None:
         self._context_cache = None
         await self.working.aclear()
         await self._manager.compressor.areset(self.session_id)
 
     @traced("put")
-    async def _aput_messages(self, messages: Sequence[ChatMessage], *, dedupe: bool = False) -> list[str]:
+    async def _aput_messages(
+        self, messages: Sequence[ChatMessage], *, dedupe: bool = False, start: datetime | None = None
+    ) -> list[str]:
+        """Record ``messages``; they extend the history, or (``start``, for ``set()``) are the history from then."""
         if not isinstance(messages, (list, tuple)):
             raise MemoryValidationError("messages", f"expected a list of ChatMessage, got {type(messages).__name__}")
         if not messages:
@@ -317,9 +407,9 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
                 )
             memory_id, content = str(uuid.uuid4()), message_text(message)
             metadata: dict[str, Any] = {"role": message.role.value}
-            raw = message_json(message)
+            raw = await self._history.aencode(message, memory_id, content)
             if raw is not None:
-                metadata["chat_message"] = raw
+                metadata[CHAT_MESSAGE_KEY] = raw
             metadata[SIGNATURE_KEY] = sign_turn(
                 key, user_id=self.user_id, memory_id=memory_id, role=message.role.value, content=content, raw=raw
             )
@@ -333,6 +423,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
                     timestamp=now,
                     importance=ROLE_IMPORTANCE.get(message.role.value, 0.4),
                     metadata=metadata,
+                    turn=True,
                 )
             )
         records = await self.episodic.abuild_records(items)
@@ -340,12 +431,10 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         for record in records:
             if record.item.metadata["role"] in ("user", "assistant"):
                 await self.working.aadd(self._working_view(record.item), embedding=record.embedding)
-        history = await self._ahistory()
-        known = {memory_id for memory_id, _, _ in history}
-        for memory_id, message in zip(ids, messages, strict=True):
-            if memory_id not in known:
-                history.append((memory_id, message, count_tokens(message_text(message))))
-        self._version += 1
+        if start is None:
+            await self._history.aappend(ids, messages)
+        else:
+            await self._history.astart(start, ids, messages)
         await self._manager.aafter_put(len(messages))
         return ids
 
@@ -364,19 +453,9 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         return item.model_copy(update={"content": f"{head}…", "metadata": metadata})
 
     # ------------------------------------------------------------------ BaseMemory: reads
-    async def _ahistory(self) -> list[tuple[str, ChatMessage, int]]:
-        """This session's messages (loaded once from episodic memory, then kept in step)."""
-        if self._history_lock is None:
-            self._history_lock = asyncio.Lock()
-        async with self._history_lock:
-            if self._history is None:
-                items = await self.episodic.aget_session(self.session_id)
-                if self._history_floor is not None:
-                    items = [item for item in items if item.timestamp >= self._history_floor]
-                key = await asigning_key(self._context)  # only turns put() stored replay as chat messages
-                items = [item for item in items if is_signed_turn(key, item)]
-                self._history = [(i.id, turn_message(i), count_tokens(i.content)) for i in items]
-            return self._history
+    async def _ahistory(self) -> list[Entry]:
+        """This session's messages as put, by every object on the session (see :mod:`.session_history`)."""
+        return await self._history.aentries()
 
     def get_all(self) -> list[ChatMessage]:
         """Every message of this session's short-term history."""
@@ -399,7 +478,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         compressor = self._manager.compressor  # older turns beyond the budget fold into a running summary
         pending, summary = await compressor.acompress(history, self.config.chat_history_token_limit, self.session_id)
         budget = self.config.chat_history_token_limit - compressor.cost(summary)
-        window: list[tuple[str, ChatMessage, int]] = []
+        window: list[Entry] = []
         used = 0
         for entry in reversed(pending):
             if used + entry[2] > budget and window:
@@ -434,7 +513,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         One line per memory (time, tier, text), best first, none twice; the history window
         (``exclude``) is shown anyway, so it is left out. A line that does not fit is dropped whole.
         """
-        key = (query, self._version, self._manager.deps.revision.value, frozenset(exclude))
+        key = (query, self._history.version, self._manager.deps.revision.value, frozenset(exclude))
         if self._context_cache is not None and self._context_cache[0] == key:
             return self._context_cache[1]
         limit = self.config.retrieval_top_k

@@ -8,14 +8,11 @@ context shares one rendering.
 from __future__ import annotations
 
 import json
-import logging
 import re
 
-from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
+from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlock
 
-from llama_index_memory_hierarchy.types import MAX_METADATA_BYTES, MemoryItem, MemoryType
-
-logger = logging.getLogger(__name__)
+from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
 
 #: First line of the memory section of the context message.
 MEMORY_HEADER = (
@@ -42,33 +39,6 @@ def message_text(message: ChatMessage) -> str:
             parts.append(f"[{type(block).__name__.removesuffix('Block').lower()}]")
     text = "\n".join(parts).strip()
     return text or f"[{message.role.value} message]"
-
-
-def message_json(message: ChatMessage) -> str | None:
-    """JSON of a message that plain text would not reproduce (tool calls, blocks), if small enough."""
-    plain = all(isinstance(block, TextBlock) for block in message.blocks) and not message.additional_kwargs
-    if plain:
-        return None
-    try:
-        data = message.model_dump_json()
-    except (TypeError, ValueError):
-        return None
-    return data if len(data.encode("utf-8")) < MAX_METADATA_BYTES // 2 else None
-
-
-def turn_message(item: MemoryItem) -> ChatMessage:
-    """The chat message a signed turn was put as (see :mod:`provenance`), with the role it was put with."""
-    role = MessageRole(item.metadata["role"])
-    raw = item.metadata.get("chat_message")
-    if raw:
-        try:
-            message = ChatMessage.model_validate_json(raw)
-            if message.role == role:
-                return message
-        except ValueError:
-            pass
-        logger.warning("memory %s: stored chat message unreadable; using its text", item.id)
-    return ChatMessage(role=role, content=item.content)
 
 
 def describe_perception(item: MemoryItem) -> str:

@@ -19,12 +19,17 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 
-#: Longest accepted memory content, in characters (hostile-input bound).
+#: Longest accepted memory content, in characters (hostile-input bound) of one memory added explicitly
+#: (``add()``, tools, imports). A chat turn (``put()``) has no length bound: it is stored whole, and
+#: :data:`INDEXED_CHARS` of it are embedded and keyword-indexed.
 MAX_CONTENT_CHARS = 100_000
+#: The head of a memory's text that is embedded and keyword-indexed (a longer chat turn is stored and
+#: replayed whole; its tail is not searchable).
+INDEXED_CHARS = 20_000
 #: Longest accepted serialised metadata, in bytes.
 MAX_METADATA_BYTES = 64_000
 #: Deepest accepted metadata nesting.
@@ -143,13 +148,13 @@ def validate_memory_id(value: Any, field: str = "memory_id") -> str:
     return str(parsed)
 
 
-def validate_content(value: Any, field: str = "content") -> str:
-    """Check memory text: a non-blank string of valid Unicode within the size bound."""
+def validate_content(value: Any, field: str = "content", *, bounded: bool = True) -> str:
+    """Check memory text: a non-blank string of valid Unicode within the size bound (``bounded``)."""
     if not isinstance(value, str):
         raise MemoryValidationError(field, f"must be a string, got {type(value).__name__}")
     if not value.strip():
         raise MemoryValidationError(field, "must not be empty or blank")
-    if len(value) > MAX_CONTENT_CHARS:
+    if bounded and len(value) > MAX_CONTENT_CHARS:
         raise MemoryValidationError(field, f"longer than {MAX_CONTENT_CHARS} characters ({len(value)})")
     try:
         value.encode("utf-8")
@@ -177,8 +182,8 @@ def validate_positive_int(value: Any, field: str) -> int:
     return int(value)
 
 
-def validate_metadata(value: Any, field: str = "metadata") -> dict[str, Any]:
-    """Check metadata is a JSON-serialisable dict with string keys, bounded in size and depth."""
+def validate_metadata(value: Any, field: str = "metadata", *, bounded: bool = True) -> dict[str, Any]:
+    """Check metadata is a JSON-serialisable dict with string keys, bounded in depth and (``bounded``) size."""
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -204,9 +209,13 @@ def validate_metadata(value: Any, field: str = "metadata") -> dict[str, Any]:
         encoded.encode("utf-8")
     except (TypeError, ValueError, UnicodeEncodeError) as exc:
         raise MemoryValidationError(field, f"must be JSON-serialisable: {exc}") from exc
-    if len(encoded.encode("utf-8")) > MAX_METADATA_BYTES:
+    if bounded and len(encoded.encode("utf-8")) > MAX_METADATA_BYTES:
         raise MemoryValidationError(field, f"larger than {MAX_METADATA_BYTES} bytes as JSON")
     return dict(value)
+
+
+#: Validation context of a chat turn (see :meth:`MemoryItem.create`).
+_TURN: dict[str, bool] = {"turn": True}
 
 
 class MemoryItem(BaseModel):
@@ -238,10 +247,14 @@ class MemoryItem(BaseModel):
     explanation: dict[str, float] | None = None
 
     @classmethod
-    def create(cls, **data: Any) -> MemoryItem:
-        """Build an item, turning pydantic errors into a :class:`MemoryValidationError`."""
+    def create(cls, *, turn: bool = False, **data: Any) -> MemoryItem:
+        """Build an item, turning pydantic errors into a :class:`MemoryValidationError`.
+
+        ``turn``: a chat message as ``put()`` records it, whose text and replayed message (metadata)
+        have no size bound: an agent's run never fails on a long message.
+        """
         try:
-            return cls(**data)
+            return cls.model_validate(data, context=_TURN if turn else None)
         except ValidationError as exc:
             error = exc.errors()[0]
             field = ".".join(str(part) for part in error.get("loc", ())) or "memory"
@@ -271,8 +284,8 @@ class MemoryItem(BaseModel):
 
     @field_validator("content", mode="before")
     @classmethod
-    def _check_content(cls, value: Any) -> str:
-        return validate_content(value)
+    def _check_content(cls, value: Any, info: ValidationInfo) -> str:
+        return validate_content(value, bounded=not (info.context or {}).get("turn"))
 
     @field_validator("user_id", mode="before")
     @classmethod
@@ -301,8 +314,8 @@ class MemoryItem(BaseModel):
 
     @field_validator("metadata", mode="before")
     @classmethod
-    def _check_metadata(cls, value: Any) -> dict[str, Any]:
-        return validate_metadata(value)
+    def _check_metadata(cls, value: Any, info: ValidationInfo) -> dict[str, Any]:
+        return validate_metadata(value, bounded=not (info.context or {}).get("turn"))
 
 
 #: Every field of :class:`MemoryItem` (``from_stored`` takes all of them).

@@ -23,7 +23,7 @@ from llama_index_memory_hierarchy.ranking.pipeline import DEFAULT_RECIPE, format
 from llama_index_memory_hierarchy.stores.base import Record
 from llama_index_memory_hierarchy.text import keyword_tokens
 from llama_index_memory_hierarchy.tiers.stored import StoredTier, in_conversation, speaker_of
-from llama_index_memory_hierarchy.types import MemoryItem, MemoryType, validate_identifier
+from llama_index_memory_hierarchy.types import INDEXED_CHARS, MemoryItem, MemoryType, validate_identifier
 
 #: Previous turns of the same session indexed with each turn's keyword text.
 _CONTEXT_TURNS = DEFAULT_RECIPE.context_before
@@ -45,7 +45,8 @@ def keyword_documents(items: Sequence[MemoryItem], previous: Sequence[str] = ())
         turn = bool(item.session_id) and in_conversation(item)
         speaker = speaker_of(item)
         context = before[-_CONTEXT_TURNS:] if turn else []
-        documents.append(keyword_document(item.content, speaker=speaker, when=item.timestamp, previous=context))
+        text = item.content[:INDEXED_CHARS]  # a long chat turn is indexed by its head
+        documents.append(keyword_document(text, speaker=speaker, when=item.timestamp, previous=context))
         if turn:
             before.append(format_turn(item.content, speaker))
     return documents
@@ -53,8 +54,9 @@ def keyword_documents(items: Sequence[MemoryItem], previous: Sequence[str] = ())
 
 def embedded_turn(item: MemoryItem) -> str:
     """What an episodic memory is embedded as: ``"speaker: text"`` (``docs/benchmarks.md``: the speaker
-    disambiguates). Writes, edits and ``lmh reindex`` (moving a store to another model) all embed this."""
-    return format_turn(item.content, speaker_of(item))
+    disambiguates), of the first :data:`INDEXED_CHARS` of a long turn. Writes, edits and ``lmh reindex`` (moving a
+    store to another model) all embed this."""
+    return format_turn(item.content[:INDEXED_CHARS], speaker_of(item))
 
 
 #: Texts of each candidate topic the part-of-speech tagger reads (``find_patterns``).
