@@ -393,6 +393,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         """Record ``messages``; they extend the history, or (``start``, for ``set()``) are the history from then."""
         if not isinstance(messages, (list, tuple)):
             raise MemoryValidationError("messages", f"expected a list of ChatMessage, got {type(messages).__name__}")
+        messages = list(messages)  # the caller's list (an agent's scratchpad) may change while this awaits
         if not messages:
             return []
         if len(messages) > MAX_BATCH_ITEMS:
