@@ -76,7 +76,7 @@ def test_another_process_sees_a_put_and_a_reset(make_memory: Factory, persist_di
 
 
 def test_an_image_is_stored_once_as_a_perception_and_replayed(make_memory: Factory) -> None:
-    png = image_bytes("sunset", size=(320, 240))
+    png = image_bytes("sunset", size=(640, 480))
     message = ChatMessage(role=MessageRole.USER, blocks=[ImageBlock(image=png), TextBlock(text="Look.")])
     memory = make_memory()
     memory.put(message)
@@ -90,7 +90,7 @@ def test_an_image_is_stored_once_as_a_perception_and_replayed(make_memory: Facto
 
 
 def test_deleting_the_turn_deletes_its_image(make_memory: Factory) -> None:
-    png = image_bytes("checker", size=(320, 240))
+    png = image_bytes("sunset", size=(800, 600))
     memory = make_memory()
     memory.put(ChatMessage(role=MessageRole.USER, blocks=[ImageBlock(image=png), TextBlock(text="Mine.")]))
     (turn,) = memory.episodic.get_session()

@@ -60,7 +60,7 @@ def open_memory(kind: str, persist_dir: Path, session_id: str = "s1", **kwargs: 
 
 def exact_messages() -> list[ChatMessage]:
     """Messages that come back changed unless they are stored exactly (invented texts)."""
-    png = image_bytes("sunset", size=(320, 240))
+    png = image_bytes("sunset", size=(640, 480))
     return [
         ChatMessage(role=MessageRole.USER, blocks=[ImageBlock(image=png), TextBlock(text="What is in this photo?")]),
         ChatMessage(role=MessageRole.ASSISTANT, content="    def area(r):\n        return 3.14 * r * r\n\n"),

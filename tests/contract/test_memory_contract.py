@@ -175,7 +175,7 @@ async def test_a_150000_character_tool_output_is_kept_and_the_run_finishes(open_
 @pytest.mark.parametrize("kind", KINDS)
 async def test_an_image_put_by_an_agent_run_reaches_the_next_llm_call(open_kind: Any, kind: str) -> None:
     sent: list[list[ChatMessage]] = []
-    png = image_bytes("diagonal", size=(320, 240))
+    png = image_bytes("sunset", size=(800, 600))
     question = ChatMessage(role=MessageRole.USER, blocks=[ImageBlock(image=png), TextBlock(text="What tree is it?")])
     memory = open_kind(kind)
     await agent([{"answer": "An oak."}], sent).run(user_msg=question, memory=memory)
