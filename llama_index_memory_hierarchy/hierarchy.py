@@ -398,14 +398,15 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
             return []
         if len(messages) > MAX_BATCH_ITEMS:
             raise MemoryValidationError("messages", f"at most {MAX_BATCH_ITEMS} messages per call; put them in batches")
-        items: list[MemoryItem] = []
-        now = utcnow()
-        key = await asigning_key(self._context)
-        for position, message in enumerate(messages):
+        for position, message in enumerate(messages):  # all checked before a block is stored as a file
             if not isinstance(message, ChatMessage):
                 raise MemoryValidationError(
                     f"messages[{position}]", f"expected a ChatMessage, got {type(message).__name__}"
                 )
+        items: list[MemoryItem] = []
+        now = utcnow()
+        key = await asigning_key(self._context)
+        for message in messages:
             memory_id, content = str(uuid.uuid4()), message_text(message)
             metadata: dict[str, Any] = {"role": message.role.value}
             raw = await self._history.aencode(message, memory_id, content)
