@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from llama_index.core.base.llms.types import ChatMessage, ImageBlock, MessageRole, TextBlock
 from media_samples import image_bytes
 
@@ -69,8 +70,8 @@ def test_another_process_sees_a_put_and_a_reset(make_memory: Factory, persist_di
         """
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-    if "held by another process" in done.stderr:  # the embedded folder is one process's until it is shared
-        return
+    if "held by another process" in done.stderr:
+        pytest.skip("the embedded folder opens in one process at a time until it is shared by processes (issue 30)")
     assert done.returncode == 0, done.stderr[-2000:]
     assert _texts(memory) == ["Written here.", "Written there."]
 
