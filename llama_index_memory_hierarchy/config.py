@@ -150,6 +150,18 @@ class MemoryConfig(BaseModel):
 
         return validate_identifier(value, "user_id")
 
+    @field_validator("persist_dir")
+    @classmethod
+    def _check_persist_dir(cls, value: Path) -> Path:
+        """A folder name the file system can take (a lone surrogate cannot be encoded: refused, not a crash)."""
+        try:
+            os.fsencode(value)
+        except UnicodeEncodeError:
+            raise ValueError(f"not a valid file name: {str(value)[:80]!r}") from None
+        if "\x00" in str(value):
+            raise ValueError("contains a NUL character")
+        return value
+
     @field_validator("session_id")
     @classmethod
     def _check_session(cls, value: str | None) -> str | None:

@@ -183,6 +183,9 @@ def _report(exc: BaseException, debug: bool) -> int:
     if isinstance(exc, MemoryHierarchyError):
         _error(str(exc))
         return EXIT_ERROR
+    if isinstance(exc, UnicodeEncodeError):  # an argument naming a file with a lone surrogate, say
+        _error(f"an argument is not valid text: {exc.object[:80]!r} ({exc.reason})")
+        return EXIT_USAGE
     if isinstance(exc, FileNotFoundError):
         _error(f"{exc.filename}: no such file or folder" if exc.filename else str(exc))
         return EXIT_ERROR

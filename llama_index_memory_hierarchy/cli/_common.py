@@ -60,6 +60,8 @@ def read_config_file(path: str) -> dict[str, Any]:
         raw = file.read_bytes()
     except OSError as exc:
         raise UsageError(f"--config: cannot read {str(file)!r}: {exc.strerror or exc}") from None
+    except (UnicodeEncodeError, ValueError):  # a lone surrogate, an embedded NUL
+        raise UsageError(f"--config: not a valid file name: {str(file)[:80]!r}") from None
     try:
         if file.suffix.lower() == ".toml":
             if sys.version_info >= (3, 11):

@@ -82,3 +82,13 @@ def test_stored_escape_sequences_are_printed_escaped(tmp_path: Path) -> None:
     found = run_lmh("search", "lunch notes", "--json", *common).json()["results"]
     assert found[0]["content"] == hostile  # stored and returned as data, byte for byte
     assert json.loads(run_lmh("timeline", "--json", *common).stdout)["events"][0]["metadata"]["role"] == "\x1b[5m"
+
+
+@pytest.mark.parametrize("option", ["--dir", "--config"])
+@pytest.mark.parametrize("value", ["a\ud800b", "a\x00b"], ids=["lone surrogate", "NUL"])
+def test_a_path_no_file_system_can_take_is_a_usage_error(lmh_main: Any, option: str, value: str) -> None:
+    """Found by the long fuzz (``tests/cli/test_fuzz_options.py``): ``--dir 'a\\ud800b'`` was an unexpected
+    UnicodeEncodeError."""
+    code, stderr = lmh_main("stats", option, value)
+    assert code == 2 and "unexpected" not in stderr, stderr
+    assert ("persist_dir" if option == "--dir" else "--config") in stderr, stderr
