@@ -189,17 +189,16 @@ class WholeHierarchySystem(HierarchySystem):
         }
 
     def search(self, query: str, k: int) -> list[Slot]:
-        slots: list[Slot] = []
-        for node in self._memory.as_retriever(similarity_top_k=k).retrieve(query):
-            metadata = node.node.metadata
-            if metadata.get("dia_id"):
-                slots.append(str(metadata["dia_id"]))
-            else:
-                sources = [self._dia[s] for s in metadata.get("source_ids") or [] if s in self._dia]
-                text = node.node.get_content()
-                shown = tuple(dia for dia, turn in sources if reproduces(text, turn))
-                slots.append(Derived(shown=shown, sources=tuple(dia for dia, _ in sources)))
-        return slots
+        nodes = self._memory.as_retriever(similarity_top_k=k).retrieve(query)
+        return [self.slot(node.node.metadata, node.node.get_content()) for node in nodes]
+
+    def slot(self, metadata: dict[str, Any], text: str) -> Slot:
+        """What one memory shown stands for: its turn, or the source turns a derived memory reproduces."""
+        if metadata.get("dia_id"):
+            return str(metadata["dia_id"])
+        sources = [self._dia[s] for s in metadata.get("source_ids") or [] if s in self._dia]
+        shown = tuple(dia for dia, turn in sources if reproduces(text, turn))
+        return Derived(shown=shown, sources=tuple(dia for dia, _ in sources))
 
 
 def share_library_model(name: str) -> None:

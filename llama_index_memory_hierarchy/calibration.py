@@ -21,6 +21,7 @@ records with every vector.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -105,6 +106,11 @@ class SimilarityCalibration:
 
     space: str
     baselines: dict[tuple[Role, str, str], float] = field(default_factory=dict)
+    #: The highest cosine of an unrelated pair, by the same keys: what no unrelated text exceeded.
+    tops: dict[tuple[Role, str, str], float] = field(default_factory=dict)
+    #: The neutral sentences' vectors (stored-text role) by group and form (:func:`aneutral`): what a query is
+    #: unrelated to, written as the memories it is compared with are written (``"Ann: ..."`` for a turn of Ann's).
+    neutral: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
 
     def baseline(self, a: str = "en", b: str = "en", *, role: Role = "passage") -> float:
         """The mean cosine of unrelated texts of groups ``a`` and ``b`` (``a`` the query's for ``"query"``)."""
@@ -118,6 +124,21 @@ class SimilarityCalibration:
         base = self.baseline(a, b, role=role)
         return (cosine - base) / max(1.0 - base, _MIN_SPAN)
 
+    def unrelated_top(self, a: str = "en", b: str = "en", *, role: Role = "passage") -> float:
+        """The calibrated similarity of the most similar unrelated pair: above it, a text is closer to the query
+        than any unrelated text of the calibration set was (0 when not measured)."""
+        top = self.tops.get((role, a, b), self.tops.get((role, b, a)))
+        return 0.0 if top is None else float(self.calibrate(top, a, b, role=role))
+
+    def unrelated_to(self, query_vector: np.ndarray, query_group: str, group: str, form: str = "") -> float:
+        """The calibrated similarity of ``query_vector`` (query role) to the most similar neutral sentence of
+        ``group`` written in ``form`` (:func:`aneutral`): a bar of this query's own, since a model may place a
+        query (a nonsense one above all) near every text alike (``-inf`` when not measured)."""
+        neutral = self.neutral.get((group, form))
+        if neutral is None or neutral.shape[1:] != query_vector.shape:
+            return float("-inf")
+        return float(self.calibrate(float((neutral @ query_vector).max()), query_group, group, role="query"))
+
     def cosine_at(self, calibrated: float, a: str = "en", b: str = "en", *, role: Role = "passage") -> float:
         """The raw cosine that reads as ``calibrated``: a threshold on the model's own vectors."""
         base = self.baseline(a, b, role=role)
@@ -130,10 +151,9 @@ IDENTITY = SimilarityCalibration(space="identity")
 _cache: dict[str, SimilarityCalibration] = {}
 
 
-def _unrelated_mean(sims: np.ndarray) -> float:
-    """Mean of the off-diagonal cells: pair i with j != i (the diagonal holds translations or the text itself)."""
-    mask = ~np.eye(sims.shape[0], dtype=bool)
-    return float(sims[mask].mean())
+def _unrelated(sims: np.ndarray) -> np.ndarray:
+    """The off-diagonal cells: pair i with j != i (the diagonal holds translations or the text itself)."""
+    return sims[~np.eye(sims.shape[0], dtype=bool)]
 
 
 async def acalibration(embeddings: EmbeddingService) -> SimilarityCalibration:
@@ -154,12 +174,20 @@ async def acalibration(embeddings: EmbeddingService) -> SimilarityCalibration:
         queries[g] = np.stack([await embeddings.aembed_query(t, field="calibration") for t in texts[g]])
     entities = {g: await embeddings.aembed_texts(list(names[g]), field="calibration") for g in GROUPS}
     baselines: dict[tuple[Role, str, str], float] = {}
+    tops: dict[tuple[Role, str, str], float] = {}
     for a in GROUPS:
         for b in GROUPS:
-            baselines["passage", a, b] = _unrelated_mean(passages[a] @ passages[b].T)
-            baselines["query", a, b] = _unrelated_mean(queries[a] @ passages[b].T)
-            baselines["name", a, b] = _unrelated_mean(entities[a] @ entities[b].T)
-    calibration = SimilarityCalibration(space=space, baselines=baselines)
+            pairs = {
+                "passage": passages[a] @ passages[b].T,
+                "query": queries[a] @ passages[b].T,
+                "name": entities[a] @ entities[b].T,
+            }
+            for role, sims in pairs.items():
+                unrelated = _unrelated(sims)
+                baselines[role, a, b] = float(unrelated.mean())
+                tops[role, a, b] = float(unrelated.max())
+    neutral = {(g, ""): vectors for g, vectors in passages.items()}
+    calibration = SimilarityCalibration(space=space, baselines=baselines, tops=tops, neutral=neutral)
     logger.info(
         "similarity calibration of %s (mean cosine of unrelated pairs): %s",
         space,
@@ -167,3 +195,16 @@ async def acalibration(embeddings: EmbeddingService) -> SimilarityCalibration:
     )
     _cache[space] = calibration
     return calibration
+
+
+async def aneutral(
+    embeddings: EmbeddingService, calibration: SimilarityCalibration, form: str, write: Callable[[str], str]
+) -> None:
+    """Embed the neutral sentences as ``write`` writes a memory of ``form`` (say, a turn of one speaker), once per
+    model and form, into ``calibration.neutral``: a memory's words around its text (a speaker's name) bring every
+    text of that form nearer to any query, so its bar is measured on texts written alike."""
+    if all((g, form) in calibration.neutral for g in GROUPS):
+        return
+    texts = {"en": NEUTRAL_EN, "zh": NEUTRAL_ZH}
+    for g in GROUPS:
+        calibration.neutral[g, form] = await embeddings.aembed_texts([write(t) for t in texts[g]], field="calibration")

@@ -36,6 +36,7 @@ from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
 from llama_index_memory_hierarchy.messages import MEMORY_HEADER, format_memory, message_text
 from llama_index_memory_hierarchy.provenance import SIGNATURE_KEY, asigning_key, sign_turn
 from llama_index_memory_hierarchy.ranking.context import fill_budget
+from llama_index_memory_hierarchy.ranking.settings import RankingSettings, ranking_settings
 from llama_index_memory_hierarchy.retrieval.retriever import HierarchyRetriever
 from llama_index_memory_hierarchy.retrieval.search import CrossTierSearch, asearch
 from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
@@ -84,6 +85,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
     _options: dict[str, Any] = PrivateAttr(default_factory=dict)
     _manager: MemoryManager = PrivateAttr()
     _search: CrossTierSearch | None = PrivateAttr(default=None)
+    _ranking: RankingSettings | str | None = PrivateAttr(default=None)
 
     @classmethod
     def class_name(cls) -> str:
@@ -105,6 +107,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         lifecycle: LifecycleSettings | None = None,
         semantic: SemanticSettings | None = None,
         perception: PerceptionSettings | None = None,
+        ranking: RankingSettings | str | None = None,
         **config_overrides: Any,
     ) -> HierarchicalMemory:
         """Open (or create) the memory of ``user_id`` in ``persist_dir``, offline by default.
@@ -122,7 +125,9 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         :class:`~llama_index_memory_hierarchy.tiers.semantic.SemanticSettings` (extraction, graph
         weight, entity resolution) and ``perception`` a
         :class:`~llama_index_memory_hierarchy.tiers.perceptual.PerceptionSettings` (file storage,
-        captions) for those tiers.
+        captions) for those tiers. ``ranking`` takes a
+        :class:`~llama_index_memory_hierarchy.ranking.settings.RankingSettings` or a preset name (default: the
+        ``default`` preset, fitted weights) for every search of this memory; a search may override it per call.
         """
         overrides = {"user_id": user_id, "session_id": session_id, "persist_dir": persist_dir, **config_overrides}
         if config is None:
@@ -136,6 +141,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         )
         memory = cls(config=config, user_id=config.user_id, session_id=session)
         memory._llm = llm
+        memory._ranking = ranking_settings(ranking)  # validated here: a bad preset fails at open, not at first search
         memory._tier_options = {
             "llm": llm,
             "graph_store": graph_store,
@@ -216,7 +222,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
             on_evict=self._aon_evict,
             **self._tier_options,
         )
-        self._search = CrossTierSearch(self)
+        self._search = CrossTierSearch(self, self._ranking)
         self._history = SessionHistory(
             context, self._tiers, user_id=self.user_id, session_id=self.session_id, on_foreign_start=self._aon_start
         )

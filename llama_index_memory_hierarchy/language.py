@@ -256,6 +256,21 @@ def query_stopwords() -> frozenset[str]:
     return frozenset(words)
 
 
+#: Words of acknowledgement and small talk, English and Chinese: a turn of nothing else says nothing to remember
+#: ("ok thanks", "got it, sounds good", "好的，我记住了。", "嗯嗯"), whatever words of a query it shares.
+ACKNOWLEDGEMENTS = frozenset(
+    """ok okay okey k kk thanks thank thx ty cheers sure yes yeah yep yup yea no nope nah noted got gotcha
+    understood understand see cool great nice good fine alright right sounds sound remember remembered
+    hmm hm mm mhm uh um ah oh wow haha hahaha lol bye goodbye hello hi hey welcome np problem perfect awesome
+    indeed exactly agree agreed true totally definitely course appreciate appreciated pleasure lot makes
+    sense will""".split()  # noqa: SIM905 (a word list reads better as text)
+) | frozenset(
+    """好 好的 好吧 好嘞 好哒 嗯 嗯嗯 恩 哦 噢 喔 啊 呀 哈 哈哈 哈哈哈 呵呵 谢谢 谢 多谢 感谢 谢啦 收到 明白 明白了
+    知道 知道了 了解 记住 记住了 记下 记下来 行 可以 没问题 问题 对 对的 是的 是 懂 懂了 没事 不客气 客气 再见
+    拜拜 你好 嗨 晚安 早安 加油 当然 一定 好呀 好啊 棒 太好了 不错""".split()  # noqa: SIM905
+)
+
+
 def query_terms(
     query: str,
     *,

@@ -173,7 +173,7 @@ class MemoryToolSpec(RuntimeBound, BaseToolSpec):
             types = [self._tier(tier, writable=False).memory_type]
         items = await self.hierarchy.asearch(query, limit, memory_types=types)
         if not items:
-            return f"No memories found for {query!r}."
+            return f"Nothing relevant remembered for {query!r}."
         lines = [_format_item(i, item) for i, item in enumerate(items, start=1)]
         return f"Found {len(items)} memories (best first):\n" + "\n".join(lines)
 

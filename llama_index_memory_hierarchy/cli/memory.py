@@ -63,6 +63,13 @@ def register(commands: Any, parents: list[argparse.ArgumentParser], formatter: A
     search.add_argument("--since", metavar="TIME", help="only events at or after (ISO time, 'today', '7d')")
     search.add_argument("--until", metavar="TIME", help="only events at or before")
     search.add_argument("--min-importance", type=_unit_float, metavar="0..1", help="only memories this important")
+    search.add_argument(
+        "--min-score",
+        type=float,
+        metavar="S",
+        help="only results scoring at least S, in place of the relevance floor (results with no evidence of "
+        "relevance are left out by default)",
+    )
     search.add_argument("--explain", action="store_true", help="show each result's score, signal by signal")
     search.set_defaults(handler=run_search)
 
@@ -226,12 +233,14 @@ def run_search(args: argparse.Namespace, out: Output) -> int:
     with open_memory(args, out) as memory:
         load_embeddings(memory, out)
         tiers = [t for t in SEARCH_TIERS if t != "all"] if args.tier == "all" else [args.tier]
+        if getattr(args, "min_score", None) is not None:
+            filters["min_score"] = args.min_score
         items = memory.search(query, args.limit, memory_types=tiers, **filters)
     if out.json_mode:
         out.json({"query": query, "tier": args.tier, "results": [item_dict(i) for i in items]})
         return 0
     if not items:
-        out.print(f"no memories match {query!r}")
+        out.print(f"nothing relevant for {query!r}")
         return 0
     from rich.text import Text
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from llama_index_memory_hierarchy.calibration import IDENTITY, SimilarityCalibration
+from llama_index_memory_hierarchy.language import ACKNOWLEDGEMENTS
 
 #: Calibrated similarity (:mod:`~llama_index_memory_hierarchy.calibration`) at or above which two
 #: memories say the same thing (collapsed to one).
@@ -71,8 +72,9 @@ def information_words(tokens: Sequence[str], stopwords: Iterable[str]) -> frozen
 
 
 def is_content_free(words: frozenset[str], matched_query: bool) -> bool:
-    """At most two content words, none shared with the query ("ok", "got it", "好的，我记住了。")."""
-    return not matched_query and len(words) <= 2
+    """Nothing but acknowledgement ("ok thanks", "好的，我记住了。", ``language.ACKNOWLEDGEMENTS``) whatever the
+    query, or at most two content words, none shared with the query ("got it")."""
+    return words <= ACKNOWLEDGEMENTS or (not matched_query and len(words) <= 2)
 
 
 def _order(choice: Choice) -> tuple[bool, float, tuple[float, ...], str]:

@@ -12,14 +12,20 @@
    ``relevance = (keyword + dense) * (1 + entity + time + graph)``, where dense is the cosine of
    the candidate's stored vector on the model's calibrated scale (``calibration.py``: 0 for
    unrelated texts whatever the model and languages), keyword its BM25 over the best keyword hit
-   (half of it earned by the query's rare terms in what the memory's own text states, :data:`CONTEXT_SHARE`,
-   a reply owning the words of the question it answers),
+   (half of it earned by the query's rare terms in what the memory's own text states,
+   ``RankingSettings.context_share``, a reply owning the words of the question it answers),
    entity/time the priors the question carries (``ranking.pipeline``; a person it names, by name or, for the
    two parties of a chat, as "my"/"我" or "you"/"你"), graph ``1/hop`` for a fact the graph
    reaches; then ``score = tier_evidence * (w_rel * relevance / best + w_rec * recency +
    w_imp * importance) / (w_rel + w_rec + w_imp)``, tier evidence being a fact's confidence
    (and half for a superseded fact, when history is asked for);
-3. chooses the final list with :func:`~llama_index_memory_hierarchy.ranking.selection.select`:
+   every weight a field of :class:`~llama_index_memory_hierarchy.ranking.settings.RankingSettings` (per memory,
+   per call: ``ranking=``), each column of the explanation times its fitted signal weight (``bench/fit_ranking.py``);
+3. shows only what has evidence of relevance (``RankingSettings.relevance_floor``, :func:`_relevant`): a content word
+   of the query in its own text, a person, date or graph link the query names, or a cosine above every unrelated
+   pair of the calibration set and above the query's own to those sentences; an acknowledgement never. An
+   explicit ``min_score`` replaces the floor. Nothing relevant: an empty list;
+4. chooses the final list with :func:`~llama_index_memory_hierarchy.ranking.selection.select`:
    one slot per memory, a derived memory and its sources only when both add words, near-identical
    contents collapsed, content-free turns last, a light maximal-marginal-relevance penalty.
 
@@ -43,11 +49,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from llama_index_memory_hierarchy.calibration import SimilarityCalibration, acalibration, group_of
+from llama_index_memory_hierarchy.calibration import SimilarityCalibration, acalibration, aneutral, group_of
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.language import (
+    ACKNOWLEDGEMENTS,
     TimeHint,
     asks,
     named_chat_party,
@@ -78,6 +85,7 @@ from llama_index_memory_hierarchy.ranking.selection import (
     select,
     slot_score,
 )
+from llama_index_memory_hierarchy.ranking.settings import RankingSettings, ranking_settings
 from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
 from llama_index_memory_hierarchy.stores.context import StoreContext
@@ -142,17 +150,12 @@ SIGNALS = (
     "duplicate_penalty",
     "covers",
 )
-#: Share of its score a content-free candidate keeps.
-CONTENT_FREE_FACTOR = 0.5
-#: Share of a keyword hit's score that words of its neighbours alone can earn it. A turn's keyword
-#: text holds the turns before it (``ranking.pipeline.keyword_document``), so the turn after an
-#: answer matches it too; the rest of the score goes by the share of the query's terms in the
-#: memory's own text, each term weighted by its rarity among the candidates (inverse document
-#: frequency, as BM25 weighs it). Context and own text weigh alike: neither is known to be the
-#: better evidence.
-CONTEXT_SHARE = 0.5
-#: A superseded fact (shown only with ``include_history``) weighs this much of a current one.
-HISTORY_FACTOR = 0.5
+# The knobs (the share of its score a content-free candidate keeps, ``context_share``: the share of a keyword
+# hit's score the words of its neighbours alone can earn it, the weight of a superseded fact...) are fields of
+# ``ranking.settings.RankingSettings``. About ``context_share``: a turn's keyword text holds the turns before it
+# (``ranking.pipeline.keyword_document``), so the turn after an answer matches it too; the rest of the score
+# goes by the share of the query's terms in the memory's own text, each term weighted by its rarity among the
+# candidates (inverse document frequency, as BM25 weighs it).
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,7 @@ class _Query:
     group: str  # its calibration group
     keywords: str  # what the keyword search looks for (``keyword_terms``)
     terms: frozenset[str]  # its keyword index terms
+    vector: list[np.ndarray] = field(default_factory=list, compare=False)  # its embedding, once it is there
 
     @classmethod
     def of(cls, text: str) -> _Query:
@@ -201,6 +205,7 @@ class _Candidate:
     graph: float = 0.0
     when: float = 0.0  # the time prior: its time against the query's hints, and a time it names for *when*
     fresh: float = 0.0  # recency
+    own: float = 0.0  # the IDF-weighted share of the query's terms in its own text (what it states itself)
     evidence: float = 1.0  # how much its tier vouches for it (``_evidence``)
     sources: frozenset[str] = frozenset()  # what it derives from (``_sources``)
     parts: dict[str, float] = field(default_factory=dict)
@@ -212,20 +217,24 @@ class _Candidate:
 
 
 def _admit(
-    item: MemoryItem, vector: np.ndarray | None, indexed: str, query: _Query, config: MemoryConfig
+    item: MemoryItem,
+    vector: np.ndarray | None,
+    indexed: str,
+    query: _Query,
+    config: MemoryConfig,
+    settings: RankingSettings,
 ) -> _Candidate:
     """A candidate with every signal that needs neither the query's vector nor the other candidates."""
-    weights = DEFAULT_RECIPE.rerank
     cand = _Candidate(item, vector, indexed, sources=_sources(item))
-    cand.when = weights.time * time_score(item.timestamp, query.hints) if query.hints else 0.0
+    cand.when = settings.time_weight * time_score(item.timestamp, query.hints) if query.hints else 0.0
     if query.temporal and cand.text.names_time:
-        cand.when += weights.temporal
+        cand.when += settings.temporal_weight
     cand.fresh = recency(item.timestamp, query.now, config.recency_half_life_hours)
-    cand.evidence = _evidence(item)
+    cand.evidence = _evidence(item, settings.history_factor)
     return cand
 
 
-def _evidence(item: MemoryItem) -> float:
+def _evidence(item: MemoryItem, history_factor: float) -> float:
     """How much the tier vouches for a memory: a fact by its confidence (and currency), others fully."""
     if item.memory_type is not MemoryType.SEMANTIC or item.metadata.get("kind") != "fact":
         return 1.0
@@ -234,7 +243,7 @@ def _evidence(item: MemoryItem) -> float:
     except (TypeError, ValueError):
         confidence = 1.0
     factor = 0.5 + 0.5 * confidence
-    return factor * HISTORY_FACTOR if item.metadata.get("invalid_at") else factor
+    return factor * history_factor if item.metadata.get("invalid_at") else factor
 
 
 def memory_types_of(memory_types: Sequence[MemoryType | str] | MemoryType | str | None) -> list[MemoryType]:
@@ -322,7 +331,7 @@ def _as_context(content: str, speaker: str) -> str:
 def _answered_terms(candidates: Iterable[_Candidate]) -> dict[str, frozenset[str]]:
     """The words each candidate turn owns as the answer to a question the other party asked just before it.
 
-    A turn's own keyword credit leaves out the context its keyword text holds (:data:`CONTEXT_SHARE`), yet
+    A turn's own keyword credit leaves out the context its keyword text holds (``RankingSettings.context_share``), yet
     the reply to "Congrats on the promotion! How did it feel?" answers that question without ever saying
     "promotion": question and answer are one exchange. So a turn owns the words of a question by another
     speaker of its session when both are candidates and its keyword text holds that question (as one of
@@ -372,8 +381,9 @@ def _sources(item: MemoryItem) -> frozenset[str]:
 class CrossTierSearch(RuntimeBound):
     """The search of one memory (its user), over any subset of its tiers."""
 
-    def __init__(self, memory: SearchedMemory) -> None:
+    def __init__(self, memory: SearchedMemory, ranking: RankingSettings | str | None = None) -> None:
         self.memory = memory
+        self.settings = ranking_settings(ranking)
 
     @property
     def runtime(self) -> Runtime:
@@ -402,7 +412,9 @@ class CrossTierSearch(RuntimeBound):
         """The best ``limit`` memories for ``query`` from ``memory_types`` (default: every tier), best first.
 
         ``filters`` are :class:`~llama_index_memory_hierarchy.types.MemoryFilter` keys plus
-        ``include_history`` (superseded facts too). Each item has ``score`` and ``explanation`` set.
+        ``include_history`` (superseded facts too), ``ranking`` (:class:`RankingSettings` or a preset name, for
+        this call) and ``min_score`` (a score every result reaches, in place of the relevance floor). Each item
+        has ``score`` and ``explanation`` set. Nothing relevant gives an empty list.
         """
         return await self._asearch(query, limit, memory_types=memory_types, **filters)
 
@@ -419,13 +431,26 @@ class CrossTierSearch(RuntimeBound):
         limit = validate_positive_int(limit, "limit")
         types = memory_types_of(memory_types)
         include_history = bool(filters.pop("include_history", False))
+        settings = ranking_settings(filters.pop("ranking", None), self.settings)
+        min_score = filters.pop("min_score", None)
+        if min_score is not None:
+            if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or math.isnan(min_score):
+                raise MemoryValidationError("min_score", f"must be a number, got {min_score!r}")
+            min_score = float(min_score)
         flt = MemoryFilter.from_kwargs(**filters)
         context = self.memory.context
-        candidates, asked = await self._acandidates(query, types, flt, limit, include_history)
+        candidates, asked = await self._acandidates(query, types, flt, limit, include_history, settings)
         calibration = await acalibration(context.embeddings)
         if not candidates:
             return []
-        ranked = self._score(asked, list(candidates.values()), limit, calibration)
+        if settings.relevance_floor and min_score is None:
+            for speaker in sorted({_form(c.item) for c in candidates.values()} - {""})[:_MAX_FORMS]:
+                await aneutral(
+                    context.embeddings, calibration, speaker, functools.partial(format_turn, speaker=speaker)
+                )
+        ranked = self._score(asked, list(candidates.values()), limit, calibration, settings, min_score)
+        if not ranked:
+            logger.debug("nothing relevant for a query of %d characters", len(query))
         context.accesses.record(self.memory.user_id, [i.id for i in ranked if i.memory_type is not MemoryType.WORKING])
         return ranked
 
@@ -436,6 +461,7 @@ class CrossTierSearch(RuntimeBound):
         flt: MemoryFilter,
         wanted: int,
         include_history: bool,
+        settings: RankingSettings,
     ) -> tuple[dict[str, _Candidate], _Query]:
         """Every candidate of the requested tiers, by id, with its raw signals, and the query's analysis.
 
@@ -469,7 +495,7 @@ class CrossTierSearch(RuntimeBound):
                     continue
                 usable = record.embedding is not None and record.space in (None, space)
                 vector = record.embedding if usable else None
-                out.append(_admit(item, vector, record.keyword or "", asked, memory.config))
+                out.append(_admit(item, vector, record.keyword or "", asked, memory.config, settings))
             return out
 
         async def keyword_hits_and_candidates() -> tuple[list[tuple[str, float]], list[_Candidate]]:
@@ -482,6 +508,7 @@ class CrossTierSearch(RuntimeBound):
 
         async def embedded_and_dense() -> tuple[np.ndarray, list[tuple[str, float]]]:
             vector = await asyncio.wrap_future(embedding)
+            asked.vector.append(vector)
             if not durable:
                 return vector, []
             return vector, await context.adense_search(user, vector, memory_type=only, filters=flt, limit=depth)
@@ -507,7 +534,7 @@ class CrossTierSearch(RuntimeBound):
         found = {c.item.id: c for c in [*early, *await admitted(list(dict.fromkeys(i for i in pool if i not in read)))]}
         for item, item_vector in working:
             if item.id not in found:
-                found[item.id] = _admit(item, item_vector, "", asked, memory.config)
+                found[item.id] = _admit(item, item_vector, "", asked, memory.config, settings)
         cosine = dict(dense)
         for memory_id, cand in found.items():
             if memory_id in cosine:
@@ -522,10 +549,12 @@ class CrossTierSearch(RuntimeBound):
             mine[memory_id] |= words
         weights = _term_weights(terms, list(mine.values()))
         total = sum(weights.values())
+        context_share = settings.context_share
         for memory_id, cand in found.items():
             own = sum(weights[t] for t in terms & mine[memory_id]) / total if total else 1.0
+            cand.own = own if total else 0.0
             if memory_id in hits:
-                share = CONTEXT_SHARE + (1.0 - CONTEXT_SHARE) * own  # see CONTEXT_SHARE
+                share = context_share + (1.0 - context_share) * own  # see RankingSettings.context_share
                 cand.keyword = max(hits[memory_id], 0.0) / top * share if top > 0 else 0.0
             elif cand.item.memory_type is MemoryType.WORKING and terms:
                 # not in the keyword index: the share of the query's terms it contains, on the same [0, 1] scale
@@ -561,15 +590,20 @@ class CrossTierSearch(RuntimeBound):
 
     # ------------------------------------------------------------------ scoring
     def _score(
-        self, query: _Query, candidates: list[_Candidate], limit: int, calibration: SimilarityCalibration
+        self,
+        query: _Query,
+        candidates: list[_Candidate],
+        limit: int,
+        calibration: SimilarityCalibration,
+        settings: RankingSettings,
+        min_score: float | None = None,
     ) -> list[MemoryItem]:
         config = self.memory.config
-        weights = DEFAULT_RECIPE.rerank
-        graph_weight = weights.entity * self._graph_weight()
+        graph_weight = settings.entity_weight * settings.graph_weight * self._graph_weight()
         names = {s for c in candidates if (s := speaker_of(c.item))}
         named = mentioned_names(query.text, names) if names else set()
         party = query.party  # "my"/"我" or "you"/"你": that party weighs as a speaker the query names
-        w_kw, w_dense = DEFAULT_RECIPE.keyword_weight, DEFAULT_RECIPE.dense_weight
+        w_kw, w_dense = settings.keyword_weight, settings.dense_weight
         # the signals of every candidate as columns, combined in the order of the explanation's parts
         keyword = np.array([c.keyword for c in candidates])
         cross_modal = np.array([c.cross_modal for c in candidates])
@@ -577,9 +611,18 @@ class CrossTierSearch(RuntimeBound):
         # the cosine on the model's calibrated scale: unrelated texts at 0 whatever the model and languages
         dense = np.array([c.dense for c in candidates])
         groups = np.array([c.text.group for c in candidates])
+        above_unrelated = np.zeros(len(candidates), dtype=bool)
         for group in set(groups.tolist()):
             rows = groups == group
             dense[rows] = calibration.calibrate(dense[rows], query.group, group, role="query")
+            above_unrelated[rows] = dense[rows] > calibration.unrelated_top(query.group, group, role="query")
+        if query.vector:  # and above what the query is to the neutral sentences, written as each memory is
+            bars: dict[tuple[str, str], float] = {}
+            for i, cand in enumerate(candidates):
+                key = (str(groups[i]), _form(cand.item))
+                if key not in bars:
+                    bars[key] = calibration.unrelated_to(query.vector[0], query.group, *key)
+                above_unrelated[i] &= dense[i] > bars[key]
         dense = np.maximum(dense, 0.0)
         base = w_kw * keyword + w_dense * (dense + cross_modal)
         entity = np.zeros(len(candidates))
@@ -588,7 +631,7 @@ class CrossTierSearch(RuntimeBound):
                 entity_boost(speaker_of(c.item), c.item.content, named, party=chat_party_of(c.item), named_party=party)
                 for c in candidates
             ]
-            entity *= weights.entity
+            entity *= settings.entity_weight
         relevance = {
             "dense": w_dense * dense,
             "keyword": w_kw * keyword,
@@ -603,11 +646,21 @@ class CrossTierSearch(RuntimeBound):
         columns = {name: value * relevance_scale for name, value in relevance.items()}
         columns["recency"] = config.recency_weight * np.array([c.fresh for c in candidates]) / total
         columns["importance"] = config.importance_weight * np.array([c.item.importance for c in candidates]) / total
+        for name in columns:
+            columns[name] = settings.weight(name) * columns[name]
         evidence = np.array([c.evidence for c in candidates])
         columns["tier_evidence"] = (evidence - 1.0) * sum(columns.values())
         scores = sum(columns.values()).tolist()
         table = {name: column.tolist() for name, column in columns.items()}
-        order = sorted(range(len(candidates)), key=lambda i: (scores[i], candidates[i].item.id), reverse=True)
+        if settings.relevance_floor and min_score is None:  # what shows no evidence of relevance is never shown
+            shown = _relevant(query, candidates, above_unrelated, named, entity)
+        else:
+            shown = np.ones(len(candidates), dtype=bool)
+        order = sorted(
+            (i for i in range(len(candidates)) if shown[i]),
+            key=lambda i: (scores[i], candidates[i].item.id),
+            reverse=True,
+        )
         # what selection may pick: far more than it needs (redundancy only lowers scores), not the whole pool
         choices: list[Choice] = []
         by_key: dict[str, _Candidate] = {}
@@ -622,7 +675,7 @@ class CrossTierSearch(RuntimeBound):
             text = cand.text
             free = is_content_free(text.words, bool(text.words & query.words))  # its own words: not its context
             if free:
-                parts["content_free"] = -(1.0 - CONTENT_FREE_FACTOR) * sum(parts.values())
+                parts["content_free"] = -(1.0 - settings.content_free_factor) * sum(parts.values())
             choices.append(
                 Choice(
                     key=item.id,
@@ -650,11 +703,14 @@ class CrossTierSearch(RuntimeBound):
                 parts["content_free"] = parts.get("content_free", 0.0) - (score - floor)
                 score = floor
             floor = min(floor, score)
+            if min_score is not None and score < min_score:
+                continue
             explanation = {name: round(parts[name], 6) for name in SIGNALS if parts.get(name)}
             ranked.append(by_key[choice.key].item.model_copy(update={"score": score, "explanation": explanation}))
         return ranked
 
     def _graph_weight(self) -> float:
+        """The semantic tier's own graph weight (``SemanticSettings.graph_weight``), 1 without that tier."""
         semantic = self.memory.tier_set.built(MemoryType.SEMANTIC)
         settings = getattr(semantic, "settings", None)
         return float(getattr(settings, "graph_weight", 1.0))
@@ -671,6 +727,40 @@ async def asearch(
 ) -> list[MemoryItem]:
     """:meth:`CrossTierSearch.asearch` of ``memory`` (one traced ``retrieve`` span per search)."""
     return await memory.cross_tier_search.asearch(query, limit, memory_types=memory_types, **filters)
+
+
+def _relevant(
+    query: _Query, candidates: Sequence[_Candidate], above_unrelated: np.ndarray, named: set[str], entity: np.ndarray
+) -> np.ndarray:
+    """Which candidates show evidence of relevance (``RankingSettings.relevance_floor``): a content word of the
+    query in what they state themselves, a person the query names by name, a date it names, a graph link from
+    an entity it names, or a cosine above that of every unrelated pair of the model's calibration set and above
+    the query's own to the calibration set's sentences written as the memory is (``calibration.unrelated_to``).
+    A short text (two content words at most) sits near any query in these models: its cosine alone is no evidence.
+    """
+    out = above_unrelated.copy()
+    for i, cand in enumerate(candidates):
+        words = cand.text.words
+        if words <= ACKNOWLEDGEMENTS:  # an acknowledgement is relevant to nothing
+            out[i] = False
+            continue
+        if out[i] and len(words) > 2:
+            continue
+        dated = bool(query.hints) and time_score(cand.item.timestamp, query.hints) > 0
+        out[i] = cand.own > 0 or cand.graph > 0 or dated or bool(named and entity[i] > 0)
+    return out
+
+
+#: The most speakers a search measures the neutral sentences for (a new speaker costs two dozen embeddings once).
+_MAX_FORMS = 8
+
+
+def _form(item: MemoryItem) -> str:
+    """How a memory's vector text is written around its content (``tiers.episodic.embedded_turn``): a turn with
+    its speaker's name, anything else as it is (``""``)."""
+    if item.memory_type is MemoryType.EPISODIC:
+        return speaker_of(item) or ""
+    return ""
 
 
 async def _none() -> dict[str, Any]:

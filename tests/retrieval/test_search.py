@@ -86,8 +86,12 @@ def memory(stocked: tuple[Path, dict[str, str]], embed_model: Any) -> Iterator[H
     opened.close()
 
 
-def memory_lines(messages: list[ChatMessage]) -> list[str]:
-    [content] = [m.content or "" for m in messages if MEMORY_HEADER in (m.content or "")]
+def memory_lines(messages: list[ChatMessage], optional: bool = False) -> list[str]:
+    """The memory lines of ``get()``'s memory message (none, with ``optional``, when it put none)."""
+    found = [m.content or "" for m in messages if MEMORY_HEADER in (m.content or "")]
+    if optional and not found:
+        return []
+    [content] = found
     return [line for line in content.split(MEMORY_HEADER, 1)[1].splitlines() if line.startswith("- [")]
 
 
@@ -139,7 +143,8 @@ def test_memory_message_never_repeats_a_memory(stocked, embed_model: Any) -> Non
     try:
         memory.put(ChatMessage(role="user", content="My favourite tea is genmaicha from Kyoto."))
         for question in ["Did you note what I said?", "好的", "What did I tell you about the holidays?", "tea"]:
-            bodies = [line.split("] ", 1)[1] for line in memory_lines(memory.get(input=question))]
+            lines = memory_lines(memory.get(input=question), optional=True)  # none when nothing is relevant
+            bodies = [line.split("] ", 1)[1] for line in lines]
             assert len(bodies) == len(set(bodies)), bodies
             assert sum(ACK in body for body in bodies) <= 1
             assert "My favourite tea is genmaicha from Kyoto." not in bodies  # in the history already
