@@ -4,8 +4,9 @@
 setting, not a code edit (as graphiti-core's ``SearchConfig`` and its recipes). A memory takes one
 (``HierarchicalMemory.from_defaults(ranking=...)``) and any search may override it for one call
 (``memory.search(query, ranking="unfitted")``). The ``default`` preset carries the signal weights fitted by
-``bench/fit_ranking.py`` (shipped as data beside this module, ``fitted_weights.json``, with the folds and
-figures they came from); ``unfitted`` is the same search with every signal weight 1.
+``bench/fit_ranking.py --write`` when they are shipped as data beside this module (``fitted_weights.json``, with
+the folds and figures they came from); none ship today, since the fitted weights lost on held-out folds
+(``docs/benchmarks.md``), so ``default`` is ``unfitted`` (every signal weight 1) with the relevance floor.
 """
 
 from __future__ import annotations
