@@ -49,9 +49,9 @@ from llama_index_memory_hierarchy.stores.base import (
     Record,
     RecordStore,
     VectorIndex,
-    VectorPoint,
     vector_filter,
 )
+from llama_index_memory_hierarchy.stores.changelog import ChangeLog, upsert_records
 from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
 from llama_index_memory_hierarchy.stores.lock import FolderLock
 from llama_index_memory_hierarchy.stores.reconcile import (
@@ -61,7 +61,7 @@ from llama_index_memory_hierarchy.stores.reconcile import (
     reindex_space,
 )
 from llama_index_memory_hierarchy.stores.record_sql import SQLRecordStore
-from llama_index_memory_hierarchy.stores.vector import as_vector_index, open_vector_index, record_to_point
+from llama_index_memory_hierarchy.stores.vector import as_vector_index, open_vector_index
 from llama_index_memory_hierarchy.stores.vector._common import check_vector
 from llama_index_memory_hierarchy.stores.vector.edge import EdgeVectorIndex
 from llama_index_memory_hierarchy.stores.vector.mirror import MirrorVectorIndex
@@ -75,11 +75,6 @@ _OUTBOX_BATCH = 2000
 _TRIM_AFTER_RECORDS = 1000
 #: Longest an acquire waits for this process to finish closing the same folder's stores.
 _CLOSE_WAIT_S = 120.0
-#: Change-log rows kept for processes that fall behind (one further behind reads its state anew); pruned
-#: whenever the log has grown by this many rows since this process last pruned.
-_LOG_KEEP = 20_000
-#: Records read per statement when a user's vectors are loaded into a mirror.
-_LOAD_BATCH = 5000
 #: Background re-drains after a failed index write: attempts and the first delay (doubling).
 _RETRY_ATTEMPTS = 6
 _RETRY_FIRST_DELAY_S = 0.5
@@ -132,13 +127,8 @@ class StoreContext:
         #: Access bumps of reads, written in the background (one write per burst of reads).
         self.accesses = AccessLog(self.records, self.spawn)
         self._retry: asyncio.Task[Any] | None = None
-        #: The change log: the last seq applied, a lock around applying it and loading users, and per user
-        #: the writes of other processes seen (with a generation that a reset of every mirror bumps).
-        self._cursor = 0
-        self._pruned_at = 0
-        self._follow_lock = asyncio.Lock()
-        self._foreign: dict[str, int] = {}
-        self._generation = 0
+        #: Where the vectors are mirrored: the record store's change log as this process follows it.
+        self.changes = ChangeLog(self.records, self._vectors) if self.follows_log else None
         #: ``space -> records`` embedded by another text model (counted when the space is first resolved).
         self.foreign_spaces: dict[str, int] | None = None
         try:
@@ -296,8 +286,7 @@ class StoreContext:
         await self.records.start()
         await self._acheck_analyzer()
         if self.follows_log:  # vectors come from the records: only changes from now on matter
-            _, self._cursor = await self.records.changes_after(0, 1)  # type: ignore[attr-defined]
-            self._pruned_at = self._cursor
+            await self.changes.astart()  # type: ignore[union-attr]
             await self.runtime.to_thread(_retire_vector_folder, self.persist_dir)
             return
         await self._adrain_or_retry()
@@ -389,7 +378,7 @@ class StoreContext:
         """The index of ``space``: from the supplied ``vector_store`` when given, else as configured."""
         supplied = self._vector_store
         if self.follows_log:
-            return MirrorVectorIndex(space, dim, functools.partial(self._aload_points, space))
+            return MirrorVectorIndex(space, dim, functools.partial(self.changes.aload_points, space))  # type: ignore[union-attr]
         if supplied is None:
             return open_vector_index(self.config, space, dim)
         if _is_store(supplied):
@@ -558,7 +547,7 @@ class StoreContext:
         for space, bucket in upserts.items():
             first = next(iter(bucket.values()))
             index = await self.avector_index(space, int(np.asarray(first.embedding).shape[-1]))
-            await self._upsert(index, list(bucket.values()))
+            await upsert_records(index, list(bucket.values()))
         moved = {memory_id: space for space, bucket in upserts.items() for memory_id in bucket}
         stale = [m for m in moved if m in deleted_somewhere]
         if deletes or stale:
@@ -570,119 +559,13 @@ class StoreContext:
 
     # ------------------------------------------------------------------ the change log (embedded folder)
     async def afollow(self, known: dict[str, Record] | None = None) -> int:
-        """Apply every change committed since this process last looked, by any process, to the mirrors; how many.
-
-        One indexed read when nothing changed. A gap in the log (rows pruned while this process was behind,
-        or an erased user's rows) or a ``reset`` row (an erasure) drops what the mirrors hold: each user is
-        read again on its next search. Other processes' writes are counted per user (:meth:`foreign_revision`,
-        and in the record store's :meth:`~RecordStore.changes`) so caches derived from the records notice them.
-        """
-        if not self.follows_log:
-            return 0
-        applied = 0
-        async with self._follow_lock:
-            while True:
-                ops, issued = await self.records.changes_after(self._cursor, _OUTBOX_BATCH)  # type: ignore[attr-defined]
-                contiguous = all(op.seq == self._cursor + 1 + i for i, op in enumerate(ops))
-                complete = len(ops) == _OUTBOX_BATCH or self._cursor + len(ops) == issued
-                if not (contiguous and complete) or any(op.op == "reset" for op in ops):
-                    self._forget_mirrors()
-                    self._cursor = issued
-                    return applied + len(ops)
-                if not ops:
-                    break
-                for op in ops:
-                    if not self.records.take_written(op.memory_id):
-                        self._foreign[op.user_id] = self._foreign.get(op.user_id, 0) + 1
-                        self.records.note_change(op.user_id, None)
-                await self._apply_to_mirrors(ops, known or {})
-                self._cursor = ops[-1].seq
-                applied += len(ops)
-            if self._cursor - self._pruned_at >= _LOG_KEEP:
-                self._pruned_at = self._cursor
-                await self.records.prune_changes(_LOG_KEEP)  # type: ignore[attr-defined]
-        return applied
+        """Apply every change any process committed since this one last looked to the mirrors (:class:`ChangeLog`)."""
+        return await self.changes.afollow(known) if self.changes is not None else 0
 
     def foreign_revision(self, user_id: str) -> tuple[int, int]:
-        """Changes other processes made to ``user_id``'s records, as this process has seen them: a cache of the
-        user's records that was built at another revision is stale."""
-        return self._generation, self._foreign.get(user_id, 0)
-
-    def _forget_mirrors(self) -> None:
-        self._generation += 1
-        self._foreign.clear()
-        for index in self._vectors.values():
-            if isinstance(index, MirrorVectorIndex):
-                index.forget()
-
-    async def _apply_to_mirrors(self, ops: Sequence[Any], known: dict[str, Record]) -> None:
-        """Bring the mirrors to the records' current state for the memories the ops name, where the memory's
-        user is loaded (others are read whole on their first search)."""
-        mirrors = [index for index in self._vectors.values() if isinstance(index, MirrorVectorIndex)]
-        if not mirrors:
-            return
-        final: dict[str, Any] = {}
-        for op in ops:
-            final.pop(op.memory_id, None)
-            final[op.memory_id] = op
-        doomed = [m for m, op in final.items() if op.op == "delete"]
-        fetch: dict[str, list[str]] = {}
-        current: dict[str, Record] = {}
-        for memory_id, op in final.items():
-            if op.op != "upsert" or not any(index.loaded(op.user_id) for index in mirrors):
-                continue
-            record = known.get(memory_id)
-            if record is not None and record.embedding is not None and record.space:
-                current[memory_id] = record
-            else:
-                fetch.setdefault(op.user_id, []).append(memory_id)
-        for user_id, ids in fetch.items():
-            found = {r.item.id: r for r in await self.records.get(user_id, ids, with_embeddings=True)}
-            for memory_id in ids:
-                record = found.get(memory_id)
-                if record is not None and record.embedding is not None and record.space:
-                    current[memory_id] = record
-                else:  # deleted (or un-embedded) since
-                    doomed.append(memory_id)
-        for index in mirrors:
-            here = [r for r in current.values() if r.space == index.space]
-            elsewhere = [m for m, r in current.items() if r.space != index.space]
-            if here:
-                await self._upsert(index, here)
-            if doomed or elsewhere:
-                await index.delete(doomed + elsewhere)
-
-    async def _aload_points(self, space: str, user_id: str | None) -> list[VectorPoint]:
-        """The points of ``user_id`` (or everyone) in ``space``, read from the records for a mirror.
-
-        Under the change-log lock: a change is either applied before the read (and in it) or after it.
-        """
-        points: list[VectorPoint] = []
-        after = 0
-        async with self._follow_lock:
-            while True:
-                batch = await self.records.iter_embedded(
-                    space, batch_size=_LOAD_BATCH, after_seq=after, user_id=user_id
-                )
-                points.extend(record_to_point(record) for _, record in batch)
-                if len(batch) < _LOAD_BATCH:
-                    return points
-                after = batch[-1][0]
-
-    @staticmethod
-    async def _upsert(index: VectorIndex, records: list[Record]) -> None:
-        """Upsert points; a record the index rejects (e.g. an all-zero vector) is logged and skipped.
-
-        A rejected point would otherwise stay in the outbox forever and block every later op.
-        """
-        try:
-            await index.upsert([record_to_point(r) for r in records])
-        except MemoryValidationError:
-            for record in records:
-                try:
-                    await index.upsert([record_to_point(record)])
-                except MemoryValidationError as exc:
-                    logger.error("memory %s cannot be indexed and is skipped: %s", record.item.id, exc)
+        """Changes other processes made to ``user_id``'s records as this process has seen them (a cache of them
+        built at another revision is stale); always ``(0, 0)`` where no change log is followed."""
+        return self.changes.foreign_revision(user_id) if self.changes is not None else (0, 0)
 
     # ------------------------------------------------------------------ reads
     async def arewrite_index(self, index: VectorIndex) -> None:
