@@ -96,6 +96,7 @@ class SessionHistory:
         self._entries: list[Entry] | None = None
         self._start: tuple[float | None, tuple[str, ...]] | None = None
         self._checked: datetime | None = None
+        self._foreign: tuple[int, int] | None = None
         self._lock: asyncio.Lock | None = None
         #: Grows with every change of the entries (a cache of what depends on them keys on it).
         self.version = 0
@@ -194,6 +195,7 @@ class SessionHistory:
                     await self._on_foreign_start()
             else:
                 await self._acatch_up()
+                await self._adrop_deleted()
             assert self._entries is not None
             return self._entries
 
@@ -208,6 +210,7 @@ class SessionHistory:
         after = [i for i in items if self._after(i, floor) and i.id not in named_ids and is_signed_turn(key, i)]
         self._entries = [await self._aentry(i) for i in [*named, *after]]
         self._start, self._checked = start, checked
+        self._foreign = self._context.foreign_revision(self._user_id)
         self.version += 1
 
     async def _acatch_up(self) -> None:
@@ -223,6 +226,20 @@ class SessionHistory:
                 self._entries.extend(added)
                 self.version += 1
         self._checked = checked
+
+    async def _adrop_deleted(self) -> None:
+        """After other processes changed this user's records (as the store context saw in its change log), drop
+        the turns they deleted: one read of the history's ids, only then."""
+        foreign = self._context.foreign_revision(self._user_id)
+        if foreign == self._foreign:
+            return
+        self._foreign = foreign
+        assert self._entries is not None
+        ids = [memory_id for memory_id, _, _ in self._entries]
+        if ids:
+            present = {item.id for item in await self._tiers.episodic.aget_many(ids)}
+            if len(present) < len(ids):
+                self.forget(set(ids) - present)
 
     @staticmethod
     def _after(item: MemoryItem, floor: float | None) -> bool:

@@ -76,6 +76,26 @@ def test_another_process_sees_a_put_and_a_reset(make_memory: Factory, persist_di
     assert _texts(memory) == ["Written here.", "Written there."]
 
 
+def test_a_turn_deleted_by_another_process_leaves_the_history(make_memory: Factory, persist_dir: Path) -> None:
+    memory = make_memory()
+    memory.put(_user("Keep this."))
+    memory.put(_user("Forget this."))
+    assert len(memory.get_all()) == 2
+    script = textwrap.dedent(
+        f"""
+        from llama_index_memory_hierarchy import HierarchicalMemory
+        m = HierarchicalMemory.from_defaults(user_id="alice", session_id="s1", persist_dir={str(persist_dir)!r})
+        (doomed,) = [i.id for i in m.episodic.get_session() if i.content == "Forget this."]
+        m.manager.forget_memories([doomed])
+        m.close()
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    memory.search("anything")  # a read follows the folder's change log
+    assert _texts(memory) == ["Keep this."]
+
+
 def test_an_image_is_stored_once_as_a_perception_and_replayed(make_memory: Factory) -> None:
     png = image_bytes("sunset", size=(640, 480))
     message = ChatMessage(role=MessageRole.USER, blocks=[ImageBlock(image=png), TextBlock(text="Look.")])
