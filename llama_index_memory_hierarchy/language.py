@@ -193,7 +193,7 @@ def statements(text: str) -> str:
 def without_self_statements(text: str) -> str:
     """``text`` without the clauses in which its speaker speaks of itself (its first party pronoun is "I"/"我").
 
-    Why: a reply answers what it was asked and what was said of it ("Congrats on the promotion! How did
+    Why: a reply answers what it was asked and what was said of it ("Congrats on the new studio! How does
     it feel?"), not what the asker says of itself ("I love badminton, do you like sports?": the badminton
     is the asker's).
     """
@@ -279,7 +279,7 @@ def query_terms(
 ) -> list[str]:
     """Content words of a question for a keyword search, unique, in order (not stemmed).
 
-    ``"What did Caroline research?"`` gives ``["caroline", "research"]``; ``"我的经理是谁？"``
+    ``"What did Odile paint?"`` gives ``["odile", "paint"]``; ``"我的经理是谁？"``
     gives ``["经理"]``. When every word is a stop-word the query's own tokens are returned,
     so a search never goes empty. ``tokenizer`` must be the one the keyword index uses.
     """
@@ -690,7 +690,7 @@ def named_chat_party(query: str) -> Literal["user", "assistant"] | None:
     Why: the pronouns of a question put to an assistant name people as names do. A question about its asker
     ("我最喜欢他的什么歌？") is answered by the user's own words before the assistant's replies, which often
     only echo the question; one about the assistant by what it said. A question naming both is about its
-    subject, the first party of the last clause that names one ("What did you recommend to me?": the
+    subject, the first party of the last clause that names one ("Which book did you suggest to me?": the
     assistant; "I mentioned a museum. Do you remember what I saw?": the user, a request to recall set aside).
     """
     for clause in reversed(_CLAUSE_END.split(query)):

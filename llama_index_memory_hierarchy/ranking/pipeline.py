@@ -79,7 +79,7 @@ def keyword_terms(
 ) -> list[str]:
     """Content words of a question for a keyword (BM25) search, unique, in order (:func:`language.query_terms`).
 
-    ``"What did Caroline research?"`` gives ``["caroline", "research"]``. When every
+    ``"What did Odile paint?"`` gives ``["odile", "paint"]``. When every
     word is a stopword the query's own tokens are returned, so a search never goes empty.
     ``tokenizer`` must be the one the keyword index uses (the default is).
     """

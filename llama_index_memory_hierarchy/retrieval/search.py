@@ -332,8 +332,8 @@ def _answered_terms(candidates: Iterable[_Candidate]) -> dict[str, frozenset[str
     """The words each candidate turn owns as the answer to a question the other party asked just before it.
 
     A turn's own keyword credit leaves out the context its keyword text holds (``RankingSettings.context_share``), yet
-    the reply to "Congrats on the promotion! How did it feel?" answers that question without ever saying
-    "promotion": question and answer are one exchange. So a turn owns the words of a question by another
+    the reply to "Congrats on the new studio! How does it feel?" answers that question without ever saying
+    "studio": question and answer are one exchange. So a turn owns the words of a question by another
     speaker of its session when both are candidates and its keyword text holds that question (as one of
     the turns before it, ``tiers.episodic.keyword_documents``: turns that share their time have no other order),
     except the words the asker says of itself ("I love badminton, do you like sports?").
