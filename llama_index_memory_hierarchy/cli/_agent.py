@@ -69,7 +69,7 @@ async def arun_turn(
 
     try:
         return await asyncio.wait_for(turn(), timeout)
-    except TimeoutError:
+    except asyncio.TimeoutError:  # not the builtin TimeoutError on Python 3.10
         from llama_index_memory_hierarchy.cli._common import CLIError
 
         raise CLIError(f"the agent did not answer within {timeout:.0f} s") from None

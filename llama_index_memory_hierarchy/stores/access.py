@@ -73,7 +73,7 @@ class AccessLog:
             due = min(self._last + FLUSH_QUIET_S, deadline)
             if time.monotonic() >= due:
                 break
-            with contextlib.suppress(TimeoutError):  # woken at the due time: reads since may have pushed it on
+            with contextlib.suppress(asyncio.TimeoutError):  # woken at the due time (3.10: not builtin TimeoutError)
                 await asyncio.wait_for(self._now.wait(), due - time.monotonic())
         self._scheduled = False
         await self.aflush()

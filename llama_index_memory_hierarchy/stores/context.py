@@ -470,7 +470,7 @@ class StoreContext:
         """
         try:
             await self.drain_outbox(known)
-        except (StoreError, OSError, TimeoutError) as exc:
+        except (StoreError, OSError, asyncio.TimeoutError) as exc:
             logger.warning("%r: vector index update deferred (kept in the outbox, retried): %s", self, exc)
             self._schedule_retry()
 
@@ -485,7 +485,7 @@ class StoreContext:
                 try:
                     await self.drain_outbox()
                     return
-                except (StoreError, OSError, TimeoutError) as exc:
+                except (StoreError, OSError, asyncio.TimeoutError) as exc:
                     logger.info("%r: outbox retry %d failed: %s", self, attempt, exc)
                     delay *= 2
             logger.error("%r: outbox not applied after %d retries; the next write or open retries", self, attempt)

@@ -341,7 +341,7 @@ class SQLDatabase:
                     return result
             except MemoryHierarchyError:
                 raise
-            except (TimeoutError, SQLAlchemyError, OSError) as exc:
+            except (asyncio.TimeoutError, SQLAlchemyError, OSError) as exc:
                 attempt += 1
                 if attempt >= self.max_attempts or not self._retryable(exc, committing):
                     raise self._store_error(op, exc, attempt) from exc

@@ -7,6 +7,7 @@ every value is a bound parameter and keyword queries are rebuilt from :func:`ind
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import logging
@@ -626,7 +627,7 @@ class SQLRecordStore(SQLDatabase, RecordStore):
                 in_block = False
                 for chunk in batches([op.seq for op in ops], CHUNK):
                     await conn.execute(sa.delete(index_outbox).where(o.seq.in_(list(chunk))))
-        except (TimeoutError, SQLAlchemyError, OSError) as exc:
+        except (asyncio.TimeoutError, SQLAlchemyError, OSError) as exc:
             if in_block:  # the caller's failure (rolled back): not the record store's
                 raise
             raise self._store_error("outbox_claim", exc, 1) from exc
