@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 
@@ -65,6 +65,9 @@ class MemoryConfig(BaseModel):
     persist_dir: Path = Field(default=Path("./memory_data"), description="Folder of the embedded stores.")
     user_id: str = Field(default="default", description="User whose memories this object reads and writes.")
     session_id: str | None = Field(default=None, description="Current session; generated when None.")
+    agent_id: str | None = Field(
+        default=None, description="The agent whose procedural memory (rules, procedures) this object keeps; None: all."
+    )
 
     # --- stores ------------------------------------------------------------------------
     record_store_url: str | None = Field(
@@ -162,12 +165,12 @@ class MemoryConfig(BaseModel):
             raise ValueError("contains a NUL character")
         return value
 
-    @field_validator("session_id")
+    @field_validator("session_id", "agent_id")
     @classmethod
-    def _check_session(cls, value: str | None) -> str | None:
+    def _check_session(cls, value: str | None, info: ValidationInfo) -> str | None:
         from llama_index_memory_hierarchy.types import validate_identifier
 
-        return None if value is None else validate_identifier(value, "session_id")
+        return None if value is None else validate_identifier(value, info.field_name or "session_id")
 
     @classmethod
     def create(cls, **data: Any) -> MemoryConfig:

@@ -46,6 +46,7 @@ from llama_index_memory_hierarchy.text import count_tokens, truncate_to_tokens
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
 from llama_index_memory_hierarchy.tiers.episodic import EpisodicMemory
 from llama_index_memory_hierarchy.tiers.perceptual import PerceptionSettings, PerceptualMemory
+from llama_index_memory_hierarchy.tiers.procedural import ProceduralMemory, ProceduralSettings, instructions_section
 from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory, SemanticSettings
 from llama_index_memory_hierarchy.tiers.tierset import TierSet
 from llama_index_memory_hierarchy.tiers.working import WorkingMemory
@@ -108,6 +109,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         semantic: SemanticSettings | None = None,
         perception: PerceptionSettings | None = None,
         ranking: RankingSettings | str | None = None,
+        procedural: ProceduralSettings | None = None,
         **config_overrides: Any,
     ) -> HierarchicalMemory:
         """Open (or create) the memory of ``user_id`` in ``persist_dir``, offline by default.
@@ -125,7 +127,9 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         :class:`~llama_index_memory_hierarchy.tiers.semantic.SemanticSettings` (extraction, graph
         weight, entity resolution) and ``perception`` a
         :class:`~llama_index_memory_hierarchy.tiers.perceptual.PerceptionSettings` (file storage,
-        captions) for those tiers. ``ranking`` takes a
+        captions) for those tiers, ``procedural`` a
+        :class:`~llama_index_memory_hierarchy.tiers.procedural.ProceduralSettings` (instructions, procedures)
+        for the procedural tier. ``ranking`` takes a
         :class:`~llama_index_memory_hierarchy.ranking.settings.RankingSettings` or a preset name (default: the
         ``default`` preset, fitted weights) for every search of this memory; a search may override it per call.
         """
@@ -148,6 +152,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
             "perception_encoders": perception_encoders,
             "semantic_settings": semantic,
             "perception_settings": perception,
+            "procedural_settings": procedural,
         }
         memory._options = {
             "embed_model": embed_model,
@@ -311,8 +316,13 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         """Images, audio, video and other non-text inputs."""
         return self._tiers.perceptual
 
+    @property
+    def procedural(self) -> ProceduralMemory:
+        """Standing instructions of this user and procedures learned from the agent's runs."""
+        return self._tiers.procedural
+
     def tiers(self, memory_types: Sequence[MemoryType | str] | None = None) -> list[MemoryTier]:
-        """The tiers named (default: all four), in hierarchy order."""
+        """The tiers named (default: all), in hierarchy order."""
         return self._tiers.tiers(memory_types)
 
     def as_retriever(
@@ -443,6 +453,8 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
             await self._history.aappend(ids, messages)
         else:
             await self._history.astart(start, ids, messages)
+        written = [(r.item, m) for r, m, i in zip(records, messages, ids, strict=True) if r.item.id == i]
+        await self.procedural.aobserve([item for item, _ in written], [message for _, message in written])
         await self._manager.aafter_put(len(messages))
         return ids
 
@@ -499,9 +511,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         query = input
         if query is None:
             query = next((message_text(m) for _, m, _ in reversed(history) if m.role == MessageRole.USER), None)
-        memory_message = (
-            await self._amemory_message(query, {memory_id for memory_id, _, _ in window}) if query else None
-        )
+        memory_message = await self._amemory_message(query, {memory_id for memory_id, _, _ in window})
         if summary:
             sections = [compressor.section(summary), *([memory_message.content] if memory_message else [])]
             memory_message = ChatMessage(role=MessageRole.SYSTEM, content="\n\n".join(sections))
@@ -515,17 +525,28 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         )
         return [*messages[:at], memory_message, *messages[at:]]
 
-    async def _amemory_message(self, query: str, exclude: set[str]) -> ChatMessage | None:
-        """The user profile and the best memories for ``query`` within ``memory_context_token_limit``.
+    async def _amemory_message(self, query: str | None, exclude: set[str]) -> ChatMessage | None:
+        """The standing instructions, the user profile and the best memories for ``query`` within
+        ``memory_context_token_limit``.
 
-        One line per memory (time, tier, text), best first, none twice; the history window
-        (``exclude``) is shown anyway, so it is left out. A line that does not fit is dropped whole.
+        The instructions come first and take the budget first (memories never displace them; of two that
+        conflict only the newer stands, see ``tiers.procedural``). One line per memory (time, tier, text),
+        best first, none twice; the history window (``exclude``) is shown anyway, so it is left out. A line
+        that does not fit is dropped whole.
         """
-        key = (query, self._history.version, self._manager.deps.revision.value, frozenset(exclude))
+        rules = await self.procedural.ainstructions()
+        key = (query, self._history.version, self._manager.deps.revision.value, frozenset(exclude), tuple(rules))
         if self._context_cache is not None and self._context_cache[0] == key:
             return self._context_cache[1]
+        rules_text = instructions_section(rules, self.config.memory_context_token_limit, count_tokens)
+        if query is None:
+            message = ChatMessage(role=MessageRole.SYSTEM, content=rules_text) if rules_text else None
+            self._context_cache = (key, message)
+            return message
+        exclude = exclude | {rule.id for rule in rules}
         limit = self.config.retrieval_top_k
-        profile_limit = min(self._manager.settings.profile_token_limit, self.config.memory_context_token_limit // 2)
+        room = self.config.memory_context_token_limit - (count_tokens(rules_text) + 2 if rules_text else 0)
+        profile_limit = max(min(self._manager.settings.profile_token_limit, room // 2), 0)
         # spare candidates: the history window is ranked too (so that what repeats it collapses into it) and
         # dropped, and a line too long for what is left of the budget leaves room to the next
         recall = self.asearch(query, 2 * limit + min(len(exclude), 2 * limit))
@@ -535,10 +556,16 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
             items, profile = [], await self._manager.aprofile_text(profile_limit)
         items = [item for item in items if item.id not in exclude]
         budget = self.config.memory_context_token_limit - count_tokens(MEMORY_HEADER) - 1
+        if rules_text:
+            budget -= count_tokens(rules_text) + 2
         if profile:
             budget -= count_tokens(profile) + 2
         lines = fill_budget((format_memory(item) for item in items), budget, limit, count_tokens)
-        sections = [*([profile] if profile else []), *(["\n".join([MEMORY_HEADER, *lines])] if lines else [])]
+        sections = [
+            *([rules_text] if rules_text else []),
+            *([profile] if profile else []),
+            *(["\n".join([MEMORY_HEADER, *lines])] if lines else []),
+        ]
         message = ChatMessage(role=MessageRole.SYSTEM, content="\n\n".join(sections)) if sections else None
         self._context_cache = (key, message)
         return message

@@ -46,12 +46,13 @@ _ID_PATTERN = re.compile(r"[A-Za-z0-9_.@:+\-=]{1,128}")
 
 
 class MemoryType(str, Enum):
-    """The four tiers of the hierarchy, after cognitive psychology."""
+    """The tiers of the hierarchy, after cognitive psychology (procedural: how to act, rules and procedures)."""
 
     WORKING = "working"
     EPISODIC = "episodic"
     SEMANTIC = "semantic"
     PERCEPTUAL = "perceptual"
+    PROCEDURAL = "procedural"
 
 
 def utcnow() -> datetime:

@@ -91,6 +91,7 @@ from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
 from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.text import index_terms, keyword_text, keyword_tokens
 from llama_index_memory_hierarchy.tiers.perceptual import PerceptualMemory
+from llama_index_memory_hierarchy.tiers.procedural import INSTRUCTION, procedural_evidence
 from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory
 from llama_index_memory_hierarchy.tiers.stored import chat_party_of, in_conversation, speaker_of
 from llama_index_memory_hierarchy.tiers.tierset import TierSet
@@ -247,7 +248,7 @@ def _evidence(item: MemoryItem, history_factor: float) -> float:
 
 
 def memory_types_of(memory_types: Sequence[MemoryType | str] | MemoryType | str | None) -> list[MemoryType]:
-    """The tiers named (default: all four), validated, in hierarchy order."""
+    """The tiers named (default: all), validated, in hierarchy order."""
     if memory_types is None:
         return list(MemoryType)
     if isinstance(memory_types, (str, MemoryType)):
@@ -378,6 +379,26 @@ def _sources(item: MemoryItem) -> frozenset[str]:
     return frozenset(s for s in sources if isinstance(s, str)) if isinstance(sources, list) else frozenset()
 
 
+def _procedural(
+    candidates: dict[str, _Candidate], query: _Query, calibration: SimilarityCalibration, include_history: bool
+) -> dict[str, _Candidate]:
+    """The procedural tier's evidence (``tiers.procedural.procedural_evidence``), its hook into the search: a
+    procedure stays a candidate only for a similar task, a superseded instruction only with ``include_history``."""
+    kept: dict[str, _Candidate] = {}
+    for memory_id, cand in candidates.items():
+        item = cand.item
+        if item.memory_type is MemoryType.PROCEDURAL:
+            task = group_of(str(item.metadata.get("task") or item.content))
+            similarity = float(calibration.calibrate(cand.dense, query.group, task, role="query"))
+            cand.evidence = procedural_evidence(item, similarity)
+            if cand.evidence <= 0.0 and include_history and item.metadata.get("kind") == INSTRUCTION:
+                cand.evidence = HISTORY_FACTOR
+            if cand.evidence <= 0.0:
+                continue
+        kept[memory_id] = cand
+    return kept
+
+
 class CrossTierSearch(RuntimeBound):
     """The search of one memory (its user), over any subset of its tiers."""
 
@@ -441,6 +462,7 @@ class CrossTierSearch(RuntimeBound):
         context = self.memory.context
         candidates, asked = await self._acandidates(query, types, flt, limit, include_history, settings)
         calibration = await acalibration(context.embeddings)
+        candidates = _procedural(candidates, asked, calibration, include_history)
         if not candidates:
             return []
         if settings.relevance_floor and min_score is None:

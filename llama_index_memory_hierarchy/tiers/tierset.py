@@ -1,4 +1,4 @@
-"""``TierSet``: the four tiers of one user and session, each built once, with the caller's options.
+"""``TierSet``: the tiers of one user and session, each built once, with the caller's options.
 
 Why: a tier built on the side (for a delete cascade, a graph rebuild, an import) knows none
 of the options its owner was given, e.g. ``HierarchicalMemory.from_defaults(graph_store=custom)``,
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
 from llama_index_memory_hierarchy.tiers.episodic import EpisodicMemory
 from llama_index_memory_hierarchy.tiers.perceptual import PerceptionSettings, PerceptualMemory
+from llama_index_memory_hierarchy.tiers.procedural import ProceduralMemory, ProceduralSettings
 from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory, SemanticSettings
 from llama_index_memory_hierarchy.tiers.stored import StoredTier
 from llama_index_memory_hierarchy.tiers.working import EvictionHandler, WorkingMemory
@@ -39,7 +40,8 @@ class TierSet:
 
     ``llm`` serves extraction and captions, ``graph_store`` the semantic tier's graph (default:
     the store context's), ``perception_encoders`` the perceptual tier; ``semantic_settings`` and
-    ``perception_settings`` tune those two tiers (default: their defaults). ``delete`` routes every
+    ``perception_settings`` tune those two tiers, ``procedural_settings``
+    the procedural one (default: their defaults). ``delete`` routes every
     tier's removals through the owner's deletion path; ``on_evict`` receives what working
     memory evicts. Without them a tier deletes its own records (with the cascade) and
     evicted items are dropped.
@@ -57,6 +59,7 @@ class TierSet:
         perception_encoders: Sequence[Any] = (),
         semantic_settings: SemanticSettings | None = None,
         perception_settings: PerceptionSettings | None = None,
+        procedural_settings: ProceduralSettings | None = None,
         delete: Deleter | None = None,
         on_evict: EvictionHandler | None = None,
     ) -> None:
@@ -69,6 +72,7 @@ class TierSet:
         self._encoders = tuple(perception_encoders)
         self._semantic_settings = semantic_settings
         self._perception_settings = perception_settings
+        self._procedural_settings = procedural_settings
         self._delete = delete
         self._on_evict = on_evict
 
@@ -119,6 +123,20 @@ class TierSet:
             )
         )
 
+    @cached_property
+    def procedural(self) -> ProceduralMemory:
+        """Standing instructions and learned procedures (of ``config.agent_id``'s agent, when set)."""
+        return self._routed(
+            ProceduralMemory(
+                user_id=self.user_id,
+                session_id=self.session_id,
+                context=self.context,
+                agent_id=self.config.agent_id,
+                llm=self._llm,
+                settings=self._procedural_settings,
+            )
+        )
+
     def tier(self, memory_type: MemoryType | str) -> MemoryTier:
         """The tier of this type."""
         return getattr(self, MemoryType(memory_type).value)
@@ -128,7 +146,7 @@ class TierSet:
         return self.__dict__.get(MemoryType(memory_type).value)
 
     def tiers(self, memory_types: Sequence[MemoryType | str] | None = None) -> list[MemoryTier]:
-        """The tiers named (default: all four), in hierarchy order."""
+        """The tiers named (default: all), in hierarchy order."""
         return [self.tier(kind) for kind in (memory_types or list(MemoryType))]
 
     # ------------------------------------------------------------------ wiring
