@@ -112,6 +112,14 @@ _NOT_VERB = frozenset(
         "anything",
         "someone",
         "everyone",
+        "usually",
+        "probably",
+        "actually",
+        "basically",
+        "definitely",
+        "certainly",
+        "honestly",
+        "literally",
     ]
 )
 _INJECTION = [
@@ -394,7 +402,7 @@ def _imperative(rule: str) -> bool:
         return False
     if first == "please":
         return len(words) > 1 and words[1] not in _NOT_VERB
-    return first not in _NOT_VERB and not first.endswith("ly")
+    return first not in _NOT_VERB
 
 
 def _english(clause: str) -> ExtractedInstruction | None:

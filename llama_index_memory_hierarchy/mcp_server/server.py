@@ -30,6 +30,7 @@ from pydantic import Field
 
 from llama_index_memory_hierarchy.errors import MemoryHierarchyError, MemoryValidationError
 from llama_index_memory_hierarchy.mcp_server.access import Principal, TokenTable
+from llama_index_memory_hierarchy.mcp_server.instructions import register_instruction_tools
 from llama_index_memory_hierarchy.types import parse_moment, validate_content, validate_identifier
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,7 +59,7 @@ _MAX_RELATED = 50
 _BEARER = re.compile(r"Bearer [A-Za-z0-9\-._~+/]+=*")
 
 WritableTier = Literal["semantic", "episodic", "working"]
-SearchTier = Literal["all", "working", "episodic", "semantic", "perceptual"]
+SearchTier = Literal["all", "working", "episodic", "semantic", "perceptual", "procedural"]
 UserArg = Annotated[
     str | None,
     Field(
@@ -463,6 +464,8 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
     async def named_profile_resource(user_id: str) -> str:
         """The profile of the user named in the address: an admin token's way to read any user's (others: their own)."""
         return await read_profile(user_id)
+
+    register_instruction_tools(server, lambda ctx, user: service.tools(user_of(ctx, user)), _call)
 
     @server.prompt(name="use_memory", description="Instructions for an assistant that has this memory server.")
     def use_memory() -> str:

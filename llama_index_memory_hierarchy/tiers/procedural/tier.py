@@ -53,10 +53,9 @@ MEMORY_TOOLS = frozenset(
     {
         "remember",
         "recall",
-        "forget",
         "update_memory",
-        "pin_memory",
-        "list_memories",
+        "forget",
+        "memory_summary",
         "memory_stats",
         "list_instructions",
         "add_instruction",
