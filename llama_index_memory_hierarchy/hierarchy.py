@@ -46,7 +46,13 @@ from llama_index_memory_hierarchy.text import count_tokens, truncate_to_tokens
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
 from llama_index_memory_hierarchy.tiers.episodic import EpisodicMemory
 from llama_index_memory_hierarchy.tiers.perceptual import PerceptionSettings, PerceptualMemory
-from llama_index_memory_hierarchy.tiers.procedural import ProceduralMemory, ProceduralSettings, instructions_section
+from llama_index_memory_hierarchy.tiers.procedural import (
+    ProceduralMemory,
+    ProceduralSettings,
+    instructions_section,
+    is_current,
+    rule_sources,
+)
 from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory, SemanticSettings
 from llama_index_memory_hierarchy.tiers.tierset import TierSet
 from llama_index_memory_hierarchy.tiers.working import WorkingMemory
@@ -534,8 +540,9 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         best first, none twice; the history window (``exclude``) is shown anyway, so it is left out. A line
         that does not fit is dropped whole.
         """
-        rules = await self.procedural.ainstructions()
-        key = (query, self._history.version, self._manager.deps.revision.value, frozenset(exclude), tuple(rules))
+        every_rule = await self.procedural.ainstructions(include_history=True)
+        rules = [rule for rule in every_rule if is_current(rule)]
+        key = (query, self._history.version, self._manager.deps.revision.value, frozenset(exclude), tuple(every_rule))
         if self._context_cache is not None and self._context_cache[0] == key:
             return self._context_cache[1]
         rules_text = instructions_section(rules, self.config.memory_context_token_limit, count_tokens)
@@ -543,7 +550,8 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
             message = ChatMessage(role=MessageRole.SYSTEM, content=rules_text) if rules_text else None
             self._context_cache = (key, message)
             return message
-        exclude = exclude | {rule.id for rule in rules}
+        # the rules are shown above; the turns that gave them (an ended rule's too) are not shown as memories
+        exclude = exclude | {rule.id for rule in every_rule} | {s for rule in every_rule for s in rule_sources(rule)}
         limit = self.config.retrieval_top_k
         room = self.config.memory_context_token_limit - (count_tokens(rules_text) + 2 if rules_text else 0)
         profile_limit = max(min(self._manager.settings.profile_token_limit, room // 2), 0)

@@ -31,7 +31,7 @@ from llama_index_memory_hierarchy.version import __version__
 __all__ = ["build_parser", "main"]
 
 PROG = "lmh"
-_COMMAND_MODULES = ("demo", "chat", "memory", "transfer", "knowledge", "graph", "admin", "mcp", "ui")
+_COMMAND_MODULES = ("demo", "chat", "memory", "procedural", "transfer", "knowledge", "graph", "admin", "mcp", "ui")
 
 DESCRIPTION = """\
 Long-term memory for LlamaIndex agents, from the shell.

@@ -22,8 +22,8 @@ from llama_index_memory_hierarchy.cli._common import (
 
 #: Tiers a command line can write text to (working memory lives only as long as its process).
 TEXT_TIERS = ("auto", "episodic", "semantic")
-SEARCH_TIERS = ("all", "episodic", "semantic", "perceptual")
-FORGET_TIERS = ("episodic", "semantic", "perceptual")  # working memory does not outlive a command
+SEARCH_TIERS = ("all", "episodic", "semantic", "perceptual", "procedural")
+FORGET_TIERS = ("episodic", "semantic", "perceptual", "procedural")  # working memory does not outlive a command
 STRATEGIES = ("importance_based", "time_based", "capacity_based", "decay")
 
 

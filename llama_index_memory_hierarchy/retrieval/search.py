@@ -395,6 +395,7 @@ def _procedural(
                 cand.evidence = HISTORY_FACTOR
             if cand.evidence <= 0.0:
                 continue
+            cand.sources = frozenset()  # how a task was done: no restatement of the run's turns to collapse into
         kept[memory_id] = cand
     return kept
 

@@ -12,6 +12,7 @@ from llama_index_memory_hierarchy.tiers.procedural.tier import (
     is_current,
     procedural_evidence,
     procedure_text,
+    rule_sources,
 )
 
 __all__ = [
@@ -28,4 +29,5 @@ __all__ = [
     "is_current",
     "procedural_evidence",
     "procedure_text",
+    "rule_sources",
 ]

@@ -85,6 +85,12 @@ def is_current(item: MemoryItem) -> bool:
     return not item.metadata.get("invalid_at")
 
 
+def rule_sources(item: MemoryItem) -> list[str]:
+    """The turns a rule came from (``source_ids``)."""
+    sources = item.metadata.get("source_ids")
+    return [s for s in sources if isinstance(s, str)] if isinstance(sources, list) else []
+
+
 def procedural_evidence(item: MemoryItem, similarity: float, *, match: float | None = None) -> float:
     """How much the procedural tier vouches for ``item`` as a candidate of a search whose query reads
     ``similarity`` (calibrated cosine) against it: a current instruction fully, a superseded one not at
