@@ -244,7 +244,7 @@ class MemoryToolSpec(RuntimeBound, BaseToolSpec):
     def list_instructions(self, include_history: bool = False) -> str:
         """List the user's standing instructions: rules about how to answer or act that hold from now on.
 
-        The current ones are in your context already; use this to find an instruction's id before
+        The current ones are in your context already. Use it to find an instruction's id before
         removing it, or with include_history=True to see rules a newer one replaced.
 
         Args:

@@ -24,7 +24,17 @@ SCRIPT = Path(__file__).with_name("tool_agent_session.py")
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 # Facts go to semantic memory when this installation has it, else to episodic memory.
 TIER = "semantic" if importlib.util.find_spec("llama_index_memory_hierarchy.tiers.semantic") else "episodic"
-MEMORY_TOOLS = ["forget", "memory_stats", "memory_summary", "recall", "remember", "update_memory"]
+MEMORY_TOOLS = [
+    "add_instruction",
+    "forget",
+    "list_instructions",
+    "memory_stats",
+    "memory_summary",
+    "recall",
+    "remember",
+    "remove_instruction",
+    "update_memory",
+]
 
 
 def run_in_new_process(persist_dir: Path, session: str, message: str, plan: list[dict]) -> dict:

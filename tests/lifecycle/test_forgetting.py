@@ -53,7 +53,7 @@ def test_importance_based_dry_run_then_for_real(stocked) -> None:
     assert expected <= set(dry.ids())
     assert ids["e_pinned"] not in dry.ids() and ids["s_pinned"] not in dry.ids()
     by_tier = dry.tiers
-    assert set(by_tier) == {"working", "episodic", "semantic", "perceptual"}
+    assert set(by_tier) == {"working", "episodic", "semantic", "perceptual", "procedural"}
     assert by_tier["episodic"].pinned_kept == 1 and by_tier["semantic"].pinned_kept == 1
     weak = next(i for i in by_tier["episodic"].items if i.id == ids["e_weak"])
     assert weak.content == "The user had a sandwich for lunch." and "< 0.3" in weak.reason

@@ -30,6 +30,7 @@ def stocked(memory_factory):
         ),
         "semantic": manager.add_memory("The user's bicycle is a green Brompton.", "semantic", 0.9),
         "perceptual": manager.add_memory("A photo of a green folding bicycle by a canal.", "perceptual", 0.6),
+        "procedural": manager.add_memory("Always check the tyres of my bicycle before a ride.", "procedural", 0.8),
         "noise": manager.add_memory("The user likes strong black coffee.", "semantic", 0.5),
     }
     memory.put_messages([ChatMessage(role="user", content="Which tyres fit a Brompton bicycle?")])
@@ -40,7 +41,7 @@ def test_fuses_every_tier_and_keeps_relevant_items_first(stocked) -> None:
     memory, ids = stocked
     results = memory.manager.retrieve_memories("my bicycle", limit=10)
     found = {item.id for item in results}
-    assert {ids["working"], ids["episodic"], ids["semantic"], ids["perceptual"]} <= found
+    assert {ids["working"], ids["episodic"], ids["semantic"], ids["perceptual"], ids["procedural"]} <= found
     assert {item.memory_type for item in results} == set(MemoryType)
     scores = [item.score for item in results]
     assert scores == sorted(scores, reverse=True) and all(s > 0 for s in scores)

@@ -35,6 +35,9 @@ TOOLS = {
     "memory_stats",
     "search_documents",
     "ask_documents",
+    "list_instructions",
+    "add_instruction",
+    "remove_instruction",
 }
 
 #: Bearer tokens of the shared HTTP server (conftest.server) and the users they map to.
