@@ -23,7 +23,8 @@ def test_delete_cascade_updates_the_callers_graph_store(make_memory, persist_dir
 def test_each_tier_is_built_once(make_memory) -> None:
     memory = make_memory()
     assert memory.semantic is memory.semantic and memory.perceptual is memory.perceptual
-    assert memory.tiers() == [memory.working, memory.episodic, memory.semantic, memory.perceptual]
+    assert memory.procedural is memory.procedural
+    assert memory.tiers() == [memory.working, memory.episodic, memory.semantic, memory.perceptual, memory.procedural]
 
 
 def test_an_edited_turn_corrects_its_facts_and_keeps_their_history(make_memory) -> None:
