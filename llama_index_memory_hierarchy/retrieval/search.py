@@ -380,10 +380,11 @@ def _sources(item: MemoryItem) -> frozenset[str]:
 
 
 def _procedural(
-    candidates: dict[str, _Candidate], query: _Query, calibration: SimilarityCalibration, include_history: bool
+    candidates: dict[str, _Candidate], query: _Query, calibration: SimilarityCalibration, history_factor: float
 ) -> dict[str, _Candidate]:
     """The procedural tier's evidence (``tiers.procedural.procedural_evidence``), its hook into the search: a
-    procedure stays a candidate only for a similar task, a superseded instruction only with ``include_history``."""
+    procedure stays a candidate only for a similar task, a superseded instruction only with ``history_factor`` > 0
+    (``include_history``)."""
     kept: dict[str, _Candidate] = {}
     for memory_id, cand in candidates.items():
         item = cand.item
@@ -391,8 +392,8 @@ def _procedural(
             task = group_of(str(item.metadata.get("task") or item.content))
             similarity = float(calibration.calibrate(cand.dense, query.group, task, role="query"))
             cand.evidence = procedural_evidence(item, similarity)
-            if cand.evidence <= 0.0 and include_history and item.metadata.get("kind") == INSTRUCTION:
-                cand.evidence = HISTORY_FACTOR
+            if cand.evidence <= 0.0 and item.metadata.get("kind") == INSTRUCTION:
+                cand.evidence = history_factor
             if cand.evidence <= 0.0:
                 continue
             cand.sources = frozenset()  # how a task was done: no restatement of the run's turns to collapse into
@@ -463,7 +464,7 @@ class CrossTierSearch(RuntimeBound):
         context = self.memory.context
         candidates, asked = await self._acandidates(query, types, flt, limit, include_history, settings)
         calibration = await acalibration(context.embeddings)
-        candidates = _procedural(candidates, asked, calibration, include_history)
+        candidates = _procedural(candidates, asked, calibration, settings.history_factor if include_history else 0.0)
         if not candidates:
             return []
         if settings.relevance_floor and min_score is None:
