@@ -26,6 +26,7 @@ import numpy as np
 from llama_index_memory_hierarchy.stores.base import VectorFilter, VectorIndex, VectorPoint
 from llama_index_memory_hierarchy.stores.vector._common import (
     FLOAT_KEYS,
+    KEYWORD_KEYS,
     check_limit,
     check_vector,
     prepare_filter,
@@ -41,7 +42,12 @@ PointLoader = Callable[[str | None], Awaitable[list[VectorPoint]]]
 
 
 class _Block:
-    """The points of one user: unit vectors in one growing matrix, payload columns beside it."""
+    """The points of one user: unit vectors in one growing matrix, the filter keys in columns beside it.
+
+    The keys every memory carries (``KEYWORD_KEYS`` as integer codes, ``FLOAT_KEYS`` as floats) are kept
+    column by column as points come and go, so a search after a write rebuilds nothing; other payload
+    keys are read from the payloads when a filter names them.
+    """
 
     def __init__(self, dim: int) -> None:
         self.dim = dim
@@ -50,15 +56,34 @@ class _Block:
         self.ids: list[str] = []
         self.payloads: list[dict[str, Any]] = []
         self.pos: dict[str, int] = {}
-        self._columns: dict[str, np.ndarray] = {}
+        self.codes: dict[str, dict[Any, int]] = {key: {} for key in KEYWORD_KEYS}
+        self.columns: dict[str, np.ndarray] = {key: np.empty(0, dtype=np.int32) for key in KEYWORD_KEYS}
+        self.columns.update({key: np.empty(0, dtype=np.float64) for key in FLOAT_KEYS})
+
+    def _grow(self) -> None:
+        size = max(16, 2 * self.n)
+        grown = np.empty((size, self.dim), dtype=np.float32)
+        grown[: self.n] = self.matrix[: self.n]
+        self.matrix = grown
+        for key, column in self.columns.items():
+            wider = np.empty(size, dtype=column.dtype)
+            wider[: self.n] = column[: self.n]
+            self.columns[key] = wider
+
+    def _set_row(self, row: int, payload: dict[str, Any]) -> None:
+        for key in KEYWORD_KEYS:
+            value = payload.get(key)
+            codes = self.codes[key]
+            self.columns[key][row] = -1 if value is None else codes.setdefault(value, len(codes))
+        for key in FLOAT_KEYS:
+            value = payload.get(key)
+            self.columns[key][row] = np.nan if value is None else float(value)
 
     def put(self, point_id: str, unit: np.ndarray, payload: dict[str, Any]) -> None:
         row = self.pos.get(point_id)
         if row is None:
             if self.n == self.matrix.shape[0]:
-                grown = np.empty((max(16, 2 * self.n), self.dim), dtype=np.float32)
-                grown[: self.n] = self.matrix[: self.n]
-                self.matrix = grown
+                self._grow()
             row = self.n
             self.n += 1
             self.ids.append(point_id)
@@ -67,7 +92,7 @@ class _Block:
         else:
             self.payloads[row] = payload
         self.matrix[row] = unit
-        self._columns.clear()
+        self._set_row(row, payload)
 
     def remove(self, point_id: str) -> bool:
         row = self.pos.pop(point_id, None)
@@ -77,26 +102,34 @@ class _Block:
         if row != last:  # the last point takes the freed row
             moved = self.ids[last]
             self.matrix[row] = self.matrix[last]
+            for column in self.columns.values():
+                column[row] = column[last]
             self.ids[row] = moved
             self.payloads[row] = self.payloads[last]
             self.pos[moved] = row
         self.ids.pop()
         self.payloads.pop()
         self.n = last
-        self._columns.clear()
         return True
 
-    def column(self, key: str) -> np.ndarray:
-        """The payload values of ``key`` (NaN / None where absent), built once per change."""
-        found = self._columns.get(key)
-        if found is None:
-            if key in FLOAT_KEYS:
-                found = np.array([p.get(key, np.nan) for p in self.payloads], dtype=np.float64)
-            else:
-                found = np.empty(self.n, dtype=object)
-                found[:] = [p.get(key) for p in self.payloads]
-            self._columns[key] = found
-        return found
+    def matches(self, key: str, value: Any) -> np.ndarray:
+        """Rows whose ``key`` equals ``value`` (a list: any of them)."""
+        wanted = value if isinstance(value, list) else [value]
+        if key in self.codes:
+            codes = [self.codes[key][v] for v in wanted if v in self.codes[key]]
+            return np.isin(self.columns[key][: self.n], codes)
+        return np.array([p.get(key) in wanted for p in self.payloads], dtype=bool)
+
+    def numbers(self, key: str) -> np.ndarray:
+        """The values of ``key`` as floats (NaN where absent or not a number)."""
+        if key in FLOAT_KEYS:
+            return self.columns[key][: self.n]
+        out = np.full(self.n, np.nan)
+        for i, payload in enumerate(self.payloads):
+            value = payload.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[i] = value
+        return out
 
 
 class MirrorVectorIndex(VectorIndex):
@@ -188,13 +221,9 @@ class MirrorVectorIndex(VectorIndex):
             return []
         mask = np.ones(block.n, dtype=bool)
         for key, value in prepared.equals.items():
-            column = block.column(key)
-            if isinstance(value, list):
-                mask &= np.isin(column, np.array(value, dtype=object))
-            else:
-                mask &= column == value
+            mask &= block.matches(key, value)
         for key, (low, high) in prepared.ranges.items():
-            column = block.column(key) if key in FLOAT_KEYS else _as_float(block.column(key))
+            column = block.numbers(key)
             with np.errstate(invalid="ignore"):
                 if low is not None:
                     mask &= column >= low
@@ -245,12 +274,3 @@ class MirrorVectorIndex(VectorIndex):
 
     def __repr__(self) -> str:
         return f"MirrorVectorIndex(space={self.space!r}, dim={self.dim}, users={len(self._blocks)})"
-
-
-def _as_float(column: np.ndarray) -> np.ndarray:
-    """A payload column as floats (NaN where not a number), for a range on a key outside ``FLOAT_KEYS``."""
-    out = np.full(column.shape[0], np.nan)
-    for i, value in enumerate(column):
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            out[i] = value
-    return out
