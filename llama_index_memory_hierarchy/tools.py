@@ -59,7 +59,8 @@ def _short(text: str, limit: int = _SHOW_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _format_item(position: int, item: MemoryItem) -> str:
+def format_item(position: int, item: MemoryItem) -> str:
+    """One numbered line of a result list (full id, tier, time, importance, score) and the shortened text."""
     score = f" | score {item.score:.3f}" if item.score is not None else ""
     return (
         f"{position}. id={item.id} | {item.memory_type.value} | {item.timestamp:%Y-%m-%d %H:%M} UTC"
@@ -91,7 +92,8 @@ class MemoryToolSpec(RuntimeBound, BaseToolSpec):
         """The store runtime of the memory (the tools' coroutines run there)."""
         return self.hierarchy.runtime
 
-    def _tier(self, name: str | None, *, writable: bool = True) -> MemoryTier:
+    def resolve_tier(self, name: str | None, *, writable: bool = True) -> MemoryTier:
+        """The tier a tool argument names (default semantic); a bad name is refused naming ``tier``."""
         name = (name or "semantic").strip().lower()
         allowed = WRITABLE_TIERS if writable else ALL_TIERS
         if name not in allowed:
@@ -101,7 +103,8 @@ class MemoryToolSpec(RuntimeBound, BaseToolSpec):
         except ImportError as exc:
             raise MemoryValidationError("tier", f"{name} memory is not available in this installation") from exc
 
-    def _tiers(self) -> list[MemoryTier]:
+    def available_tiers(self) -> list[MemoryTier]:
+        """Every tier this installation provides (perceptual needs its extra)."""
         tiers = []
         for name in ALL_TIERS:
             try:
@@ -112,7 +115,7 @@ class MemoryToolSpec(RuntimeBound, BaseToolSpec):
 
     async def _find(self, memory_id: str) -> tuple[MemoryTier, MemoryItem] | None:
         """The tier holding this user's memory ``memory_id`` (another user's id is absent)."""
-        for tier in self._tiers():
+        for tier in self.available_tiers():
             item = await tier.aget(memory_id)
             if item is not None:
                 return tier, item
@@ -140,7 +143,7 @@ class MemoryToolSpec(RuntimeBound, BaseToolSpec):
     @_as_result
     async def aremember(self, content: str, tier: str = "semantic", importance: float = 0.5) -> str:
         """Async twin of :meth:`remember`."""
-        target = self._tier(tier)
+        target = self.resolve_tier(tier)
         memory_id = await target.aadd(
             validate_content(content), importance=importance, metadata={"source": "agent_tool"}
         )
@@ -173,13 +176,13 @@ class MemoryToolSpec(RuntimeBound, BaseToolSpec):
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= _MAX_LIMIT:
             raise MemoryValidationError("limit", f"must be an integer in [1, {_MAX_LIMIT}], got {limit!r}")
         if (tier or "all").strip().lower() == "all":
-            types = [t.memory_type for t in self._tiers()]
+            types = [t.memory_type for t in self.available_tiers()]
         else:
-            types = [self._tier(tier, writable=False).memory_type]
+            types = [self.resolve_tier(tier, writable=False).memory_type]
         items = await self.hierarchy.asearch(query, limit, memory_types=types)
         if not items:
             return f"Nothing relevant remembered for {query!r}."
-        lines = [_format_item(i, item) for i, item in enumerate(items, start=1)]
+        lines = [format_item(i, item) for i, item in enumerate(items, start=1)]
         return f"Found {len(items)} memories (best first):\n" + "\n".join(lines)
 
     # ------------------------------------------------------------------ update
@@ -342,7 +345,7 @@ class MemoryToolSpec(RuntimeBound, BaseToolSpec):
         if isinstance(max_items, bool) or not isinstance(max_items, int) or not 1 <= max_items <= 20:
             raise MemoryValidationError("max_items", f"must be an integer in [1, 20], got {max_items!r}")
         sections = [f"Memory of user {self.hierarchy.user_id} (session {self.hierarchy.session_id}):"]
-        for tier in self._tiers():
+        for tier in self.available_tiers():
             stats = await tier.aget_stats()
             count = stats.get("count", 0)
             name = tier.memory_type.value
@@ -350,7 +353,7 @@ class MemoryToolSpec(RuntimeBound, BaseToolSpec):
             if not count:
                 continue
             items = await self._highlights(tier, max_items)
-            sections.extend(_format_item(i, item) for i, item in enumerate(items, start=1))
+            sections.extend(format_item(i, item) for i, item in enumerate(items, start=1))
         return "\n".join(sections)
 
     @staticmethod
@@ -381,7 +384,7 @@ class MemoryToolSpec(RuntimeBound, BaseToolSpec):
     async def amemory_stats(self) -> str:
         """Async twin of :meth:`memory_stats`."""
         stats: dict[str, Any] = {"user_id": self.hierarchy.user_id, "session_id": self.hierarchy.session_id}
-        for tier in self._tiers():
+        for tier in self.available_tiers():
             stats[tier.memory_type.value] = await tier.aget_stats()
         return json.dumps(stats, default=str, ensure_ascii=False, indent=1)
 

@@ -21,9 +21,11 @@ def register(commands: Any, parents: list[argparse.ArgumentParser], formatter: A
         parents=parents,
         formatter_class=formatter,
         help="serve the memory to MCP clients (Claude Desktop, Cursor, agents) over stdio or HTTP",
-        description="Serve the memory as an MCP server: tools remember, recall, update_memory, forget, "
-        "timeline, profile, related_entities, memory_stats, search_documents and ask_documents, the resource "
-        "memory://profile and the prompt use_memory. Over stdio (the default, the form an MCP client's config "
+        description="Serve the memory as an MCP server: tools remember, recall, list_memories, get_memory, "
+        "fact_history, update_memory, forget, forget_all, timeline, profile, related_entities, memory_stats, "
+        "add_document, ingest_documents (inside --document-root folders only), search_documents and "
+        "ask_documents, the resources memory://profile and memory://users/{user_id}/profile and the prompt "
+        "use_memory. Over stdio (the default, the form an MCP client's config "
         "file starts) every call acts for --user. Over streamable HTTP (--http) every request needs a bearer "
         "token from --tokens, which names the user it acts for. --llm answers ask_documents.",
         epilog="examples:\n"
@@ -39,6 +41,13 @@ def register(commands: Any, parents: list[argparse.ArgumentParser], formatter: A
         metavar="FILE",
         help="TOML or JSON file mapping bearer tokens to users, needed by --http (env LMH_MCP_TOKENS)",
     )
+    serve.add_argument(
+        "--document-root",
+        action="append",
+        default=[],
+        metavar="FOLDER",
+        help="a folder add_document / ingest_documents may read (repeatable; none: they read no file)",
+    )
     serve.set_defaults(handler=run_mcp)
 
 
@@ -53,11 +62,17 @@ def run_mcp(args: argparse.Namespace, out: Output) -> int:
             raise UsageError(f"--port: must be 1-65535, got {args.port}")
         if not args.path.startswith("/"):
             raise UsageError(f"--path: must start with '/', got {args.path!r}")
-    from llama_index_memory_hierarchy.mcp_server.access import Principal, TokenTable, readable_by_others
+    from llama_index_memory_hierarchy.mcp_server.access import (
+        DocumentRoots,
+        Principal,
+        TokenTable,
+        readable_by_others,
+    )
 
     tokens = TokenTable.from_file(tokens_file) if args.http else None
     if tokens is not None and readable_by_others(tokens_file):
         out.warn(f"{tokens_file}: other users of this machine may read the tokens (chmod 600 {tokens_file})")
+    roots = DocumentRoots(args.document_root)
     config = load_config(args)
     llm = resolve_cli_llm(args)
     # Whatever a library prints while loading must not reach a stdio client's protocol stream.
@@ -65,7 +80,7 @@ def run_mcp(args: argparse.Namespace, out: Output) -> int:
         from llama_index_memory_hierarchy.mcp_server import MemoryService, build_server
 
         principal = None if args.http else Principal(user_id=config.user_id)
-        service = MemoryService(config, llm=llm, principal=principal)
+        service = MemoryService(config, llm=llm, principal=principal, document_roots=roots)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     try:
         with contextlib.redirect_stdout(sys.stderr):

@@ -47,7 +47,7 @@ from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.stores.schema import memories
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
 from llama_index_memory_hierarchy.tiers.tierset import TierSet
-from llama_index_memory_hierarchy.types import MemoryType, validate_identifier, validate_memory_id
+from llama_index_memory_hierarchy.types import MemoryItem, MemoryType, validate_identifier, validate_memory_id
 
 logger = logging.getLogger(__name__)
 
@@ -188,6 +188,12 @@ async def _areset_running_summaries(
         for memory in live:
             memory.compressor.forget_cached(session)
         report.running_summaries_reset.append(session)
+
+
+async def aderived_from(context: StoreContext, user_id: str, memory_id: str) -> list[MemoryItem]:
+    """This user's memories that cite ``memory_id`` as a source (the ones a delete of it reaches), oldest first."""
+    found = [record.item for record in await _aciting(context, user_id, [memory_id], set())]
+    return sorted(found, key=lambda item: (item.timestamp, item.created_at))
 
 
 async def _aciting(context: StoreContext, user_id: str, ids: Sequence[str], gone: set[str]) -> list[Record]:

@@ -26,6 +26,8 @@ from typing import Any, Literal
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
+from llama_index_memory_hierarchy.lifecycle import browse
+from llama_index_memory_hierarchy.lifecycle.browse import MemoryPage, MemoryRelations
 from llama_index_memory_hierarchy.lifecycle.compression import ConversationCompressor
 from llama_index_memory_hierarchy.lifecycle.consolidation import ConsolidationReport, Consolidator
 from llama_index_memory_hierarchy.lifecycle.deletion import DeletionReport, adelete_memories
@@ -477,6 +479,52 @@ class MemoryManager(RuntimeBound):
     def forget_memories(self, ids: Sequence[str]) -> DeletionReport:
         """Sync twin of :meth:`aforget_memories`."""
         return self.blocking(self.aforget_memories(ids))
+
+    # ------------------------------------------------------------------ browsing (see :mod:`.browse`)
+    async def alist_memories(
+        self,
+        *,
+        tier: MemoryType | None = None,
+        kind: str | None = None,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        tags: list[str] | None = None,
+        include_history: bool = False,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> MemoryPage:
+        """A page of this user's stored memories (one tier or all), newest first, filtered."""
+        return await browse.alist_memories(
+            self.deps,
+            tier=tier,
+            kind=kind,
+            start=start,
+            end=end,
+            tags=tags,
+            include_history=include_history,
+            limit=limit,
+            offset=offset,
+        )
+
+    def list_memories(self, **filters: Any) -> MemoryPage:
+        """Sync twin of :meth:`alist_memories`."""
+        return self.blocking(self.alist_memories(**filters))
+
+    async def aget_memory(self, memory_id: str) -> MemoryItem | None:
+        """One memory of this user by id, from any tier; None when it has none with this id."""
+        return await browse.aget_memory(self.deps, memory_id)
+
+    def get_memory(self, memory_id: str) -> MemoryItem | None:
+        """Sync twin of :meth:`aget_memory`."""
+        return self.blocking(self.aget_memory(memory_id))
+
+    async def arelations(self, item: MemoryItem) -> MemoryRelations:
+        """What ``item`` was derived from, what was derived from it and, for a fact, its versions."""
+        return await browse.arelations(self.deps, item)
+
+    def relations(self, item: MemoryItem) -> MemoryRelations:
+        """Sync twin of :meth:`arelations`."""
+        return self.blocking(self.arelations(item))
 
     async def aforget_user(self, user_id: str | None = None, *, compact: bool = True) -> ErasureReport:
         """Remove a user (default: this one) from every store; see :mod:`.erasure`."""

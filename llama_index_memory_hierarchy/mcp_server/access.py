@@ -89,6 +89,41 @@ def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+class DocumentRoots:
+    """The folders a server's document tools may read (``lmh mcp --document-root``); none: no file at all.
+
+    A path is allowed when it resolves (symlinks followed) inside one of them, and so is every file
+    a folder yields: a link inside a root that points out of it is refused like the path it points to.
+    A relative path is taken from the first root.
+    """
+
+    def __init__(self, roots: list[str | Path] | None = None) -> None:
+        self.roots: list[Path] = []
+        for root in roots or []:
+            resolved = Path(root).expanduser().resolve()
+            if not resolved.is_dir():
+                raise MemoryValidationError("document_root", f"{str(root)!r} is not a folder")
+            self.roots.append(resolved)
+
+    def resolve(self, path: str, field: str = "path") -> Path:
+        """The real path of ``path``, refused (naming ``field``) when it is outside every root."""
+        if not self.roots:
+            raise MemoryValidationError(field, "this server reads no files: start it with --document-root FOLDER")
+        if not isinstance(path, str) or not path.strip() or "\x00" in path:
+            raise MemoryValidationError(field, "must be a file or folder path")
+        candidate = Path(path.strip()).expanduser()
+        real = (candidate if candidate.is_absolute() else self.roots[0] / candidate).resolve()
+        self.check(real, field, shown=path)
+        return real
+
+    def check(self, real: Path, field: str, *, shown: str | None = None) -> None:
+        if not any(real == root or real.is_relative_to(root) for root in self.roots):
+            raise MemoryValidationError(field, f"{shown or str(real)!r} is outside the folders this server may read")
+
+    def __bool__(self) -> bool:
+        return bool(self.roots)
+
+
 def readable_by_others(path: str | Path) -> bool:
     """Whether users other than the file's owner may read the token file (group or world bits set)."""
     try:
@@ -145,4 +180,12 @@ class TokenTable:
         return len(self._by_digest)
 
 
-__all__ = ["MIN_TOKEN_CHARS", "Principal", "TokenEntry", "TokenTable", "readable_by_others", "token_digest"]
+__all__ = [
+    "MIN_TOKEN_CHARS",
+    "DocumentRoots",
+    "Principal",
+    "TokenEntry",
+    "TokenTable",
+    "readable_by_others",
+    "token_digest",
+]

@@ -27,25 +27,43 @@ START_TIMEOUT = 240.0
 TOOLS = {
     "remember",
     "recall",
+    "list_memories",
+    "get_memory",
+    "fact_history",
     "update_memory",
     "forget",
+    "forget_all",
     "timeline",
     "profile",
     "related_entities",
     "memory_stats",
+    "add_document",
+    "ingest_documents",
     "search_documents",
     "ask_documents",
     "list_instructions",
     "add_instruction",
     "remove_instruction",
 }
+#: The tools that answer with ``structuredContent`` (and publish an output schema).
+STRUCTURED = {
+    "remember",
+    "recall",
+    "list_memories",
+    "get_memory",
+    "fact_history",
+    "forget",
+    "forget_all",
+    "add_document",
+    "ingest_documents",
+}
 
 #: Bearer tokens of the shared HTTP server (conftest.server) and the users they map to.
-ALICE, BOB, CAROL, DAVE, AGENT = (
-    f"{name}-token-0123456789abcdef" for name in ("alice", "bob", "carol", "dave", "zhang_san")
+ALICE, BOB, CAROL, DAVE, ERIN, AGENT = (
+    f"{name}-token-0123456789abcdef" for name in ("alice", "bob", "carol", "dave", "erin", "zhang_san")
 )
 ADMIN = "admin-token-0123456789abcdef"
-USERS = {ALICE: "alice", BOB: "bob", CAROL: "carol", DAVE: "dave", AGENT: "zhang_san"}
+USERS = {ALICE: "alice", BOB: "bob", CAROL: "carol", DAVE: "dave", ERIN: "erin", AGENT: "zhang_san"}
 
 
 def server_env() -> dict[str, str]:
@@ -77,6 +95,21 @@ def ok(result: Any) -> str:
 def refused(result: Any) -> str:
     assert result.is_error, f"expected a tool error, got: {text(result)}"
     return text(result)
+
+
+def structured(result: Any, schemas: dict[str, Any], tool: str) -> Any:
+    """The ``structuredContent`` of a successful call, checked against the output schema the tool listed."""
+    import jsonschema
+
+    ok(result)
+    assert result.structured_content is not None, tool
+    jsonschema.validate(result.structured_content, schemas[tool])
+    return result.structured_content
+
+
+async def output_schemas(session: ClientSession) -> dict[str, Any]:
+    """The output schema of every listed tool that has one."""
+    return {t.name: t.output_schema for t in (await session.list_tools()).tools if t.output_schema}
 
 
 def ids(result_text: str) -> list[str]:

@@ -77,3 +77,53 @@ async def test_tools_and_resources_listed_together_have_unique_names(server: Htt
     ]
     assert "profile" in names and "user_profile" in names
     assert len(names) == len(set(names)), sorted(names)
+
+
+def scripted_browser(calls: list[tuple[str, dict[str, Any]]]) -> MockFunctionCallingLLM:
+    """'Remember X #tag' -> remember(X, tags); 'list tag T' -> list_memories; 'show ID' -> get_memory;
+    'forget ID ID' -> forget(memory_ids); then answer with the tool's text."""
+
+    def respond(messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
+        last_user = max(i for i, m in enumerate(messages) if m.role == MessageRole.USER)
+        question = messages[last_user].content or ""
+        results = [m.content or "" for m in messages[last_user + 1 :] if m.role == MessageRole.TOOL]
+        if results:
+            return ChatMessage(role=MessageRole.ASSISTANT, content=f"From memory: {results[-1]}")
+        verb, _, rest = question.partition(" ")
+        if verb == "Remember":
+            content, _, tag = rest.partition(" #")
+            name, arguments = "remember", {"content": content, "tier": "episodic", "tags": [tag]}
+        elif verb == "list":
+            name, arguments = "list_memories", {"tags": [rest.removeprefix("tag ")], "limit": 10}
+        elif verb == "show":
+            name, arguments = "get_memory", {"memory_id": rest}
+        else:
+            name, arguments = "forget", {"memory_ids": rest.split()}
+        calls.append((name, arguments))
+        call = ToolCallBlock(tool_call_id=f"call-{uuid.uuid4().hex[:8]}", tool_name=name, tool_kwargs=arguments)
+        return ChatMessage(role=MessageRole.ASSISTANT, blocks=[call])
+
+    return MockFunctionCallingLLM(response_generator=respond)
+
+
+async def test_function_agent_browses_inspects_and_forgets_several_memories(server: HttpServer) -> None:
+    calls: list[tuple[str, dict[str, Any]]] = []
+    client = BasicMCPClient(server.url, headers={"Authorization": f"Bearer {AGENT}"}, timeout=120)
+    tools = await McpToolSpec(client=client).to_tool_list_async()
+    agent = FunctionAgent(llm=scripted_browser(calls), tools=tools, system_prompt="You are an assistant with memory.")
+
+    async def ask(message: str) -> str:
+        return str(await agent.run(user_msg=message))
+
+    stored = [
+        await ask("Remember The user planted apple trees. #orchard"),
+        await ask("Remember The user grafted a pear tree. #orchard"),
+    ]
+    memory_ids = [re.findall(r"id=([0-9a-f-]{36})", answer)[0] for answer in stored]
+    listed = await ask("list tag orchard")
+    assert calls[-1][0] == "list_memories" and all(i in listed for i in memory_ids) and "2 memories match" in listed
+    shown = await ask(f"show {memory_ids[0]}")
+    assert calls[-1][0] == "get_memory" and "apple trees" in shown
+    forgotten = await ask(f"forget {' '.join(memory_ids)}")
+    assert calls[-1] == ("forget", {"memory_ids": memory_ids}) and forgotten.count("Forgot episodic memory") == 2
+    assert "0 memories match" in await ask("list tag orchard")

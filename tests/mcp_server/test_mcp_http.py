@@ -50,7 +50,7 @@ async def test_http_tools_remember_recall_update_forget_across_client_sessions(s
     assert memory_id in updated
     found = ok(await call(server, ALICE, "recall", query="which tea does Alice drink"))
     assert memory_id in ids(found) and "matcha" in found and "sencha" not in found
-    assert memory_id in ok(await call(server, ALICE, "forget", memory_id=memory_id))
+    assert memory_id in ok(await call(server, ALICE, "forget", memory_ids=[memory_id]))
     assert memory_id not in ids(text(await call(server, ALICE, "recall", query="Alice tea")))
 
 
@@ -73,7 +73,7 @@ async def test_two_tokens_never_reach_each_others_memories(server: HttpServer) -
         # another user's memory id is absent for bob: nothing is changed or deleted
         for tool, arguments in [
             ("update_memory", {"memory_id": secret, "content": "Alice's locker code is 0000."}),
-            ("forget", {"memory_id": secret}),
+            ("forget", {"memory_ids": [secret]}),
         ]:
             assert f"No memory with id={secret}" in refused(await bob.call_tool(tool, arguments))
         docs = ok(await bob.call_tool("search_documents", {"query": "reset the router", "namespace": "manuals"}))

@@ -49,7 +49,7 @@ async def test_stdio_tools_bad_input_then_recall_and_forget_in_a_new_session(tmp
             ("remember", {"content": "x", "importance": 3}, "importance\n  Input should be less than or equal to 1"),
             ("recall", {"query": "x", "limit": "many"}, "limit\n  Input should be a valid integer"),
             ("recall", {"query": "x", "tier": "dreams"}, "tier\n  Input should be"),
-            ("forget", {"memory_id": "not-a-uuid"}, "memory_id: not a UUID"),
+            ("forget", {"memory_ids": ["not-a-uuid"]}, "memory_ids: not a UUID"),
             ("update_memory", {"memory_id": "3f1c2a9e-8d3b-4c5e-9f6a-1b2c3d4e5f60"}, "give the new content"),
             ("timeline", {"since": "last tuesday"}, "since: not a time"),
             ("timeline", {"since": "2026-02-01", "until": "2026-01-01"}, "since: is after until"),
@@ -74,9 +74,9 @@ async def test_stdio_tools_bad_input_then_recall_and_forget_in_a_new_session(tmp
         related = ok(await session.call_tool("related_entities", {"entity": "User", "depth": 2}))
         assert "connected to 'User'" in related  # the entities, or "No entities connected to 'User' ..."
         assert "of user alice" in ok(await session.call_tool("profile", {})).splitlines()[0]
-        assert memory_id in ok(await session.call_tool("forget", {"memory_id": memory_id}))
+        assert memory_id in ok(await session.call_tool("forget", {"memory_ids": [memory_id]}))
         assert memory_id not in ids(text(await session.call_tool("recall", {"query": "city the user lives in"})))
-        gone = refused(await session.call_tool("forget", {"memory_id": memory_id}))
+        gone = refused(await session.call_tool("forget", {"memory_ids": [memory_id]}))
         assert f"No memory with id={memory_id}" in gone
 
 

@@ -1,0 +1,156 @@
+"""What the MCP tools return as ``structuredContent``: pydantic models, so that each tool publishes an output schema.
+
+Each tool also answers with text (what an LLM reads); these models are the same result for
+programs, validated by the SDK against the published schema before it is sent.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index_memory_hierarchy.types import MemoryItem
+
+#: Metadata keys the results leave out: the replayed chat message (large, shown as ``content``) and the tags
+#: (a field of their own).
+_HIDDEN_METADATA = frozenset({"chat_message", "tags"})
+
+
+class MemoryRecord(BaseModel):
+    """One memory as the tools show it."""
+
+    id: str = Field(description="The full memory id: pass it to get_memory, update_memory or forget.")
+    tier: str = Field(description="working, episodic, semantic or perceptual")
+    content: str
+    occurred_at: str = Field(description="When the remembered event happened (ISO 8601, UTC).")
+    stored_at: str = Field(description="When it was stored (ISO 8601, UTC).")
+    importance: float
+    pinned: bool
+    access_count: int
+    session_id: str | None = None
+    kind: str | None = Field(default=None, description="For semantic memories: fact, statement, preference, ...")
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    score: float | None = Field(default=None, description="Relevance (recall only), higher is better.")
+
+    @classmethod
+    def of(cls, item: MemoryItem) -> MemoryRecord:
+        shown = {k: v for k, v in item.metadata.items() if k not in _HIDDEN_METADATA}
+        tags = item.metadata.get("tags")
+        return cls(
+            id=item.id,
+            tier=item.memory_type.value,
+            content=item.content,
+            occurred_at=item.timestamp.isoformat(),
+            stored_at=item.created_at.isoformat(),
+            importance=item.importance,
+            pinned=item.pinned,
+            access_count=item.access_count,
+            session_id=item.session_id,
+            kind=item.metadata.get("kind") if isinstance(item.metadata.get("kind"), str) else None,
+            tags=[t for t in tags if isinstance(t, str)] if isinstance(tags, list) else [],
+            metadata=json.loads(json.dumps(shown, default=str)),  # JSON-safe whatever a writer stored
+            score=item.score,
+        )
+
+
+class FactVersion(BaseModel):
+    """One version of a fact: what held from when to when, and what replaced it."""
+
+    id: str
+    statement: str
+    subject: str | None = None
+    relation: str | None = None
+    object: str | None = None
+    valid_at: str | None = Field(default=None, description="Since when it held (ISO 8601).")
+    invalid_at: str | None = Field(default=None, description="Until when it held; null while it still holds.")
+    superseded_by: str | None = Field(default=None, description="The id of the fact that replaced it.")
+    current: bool
+
+    @classmethod
+    def of(cls, item: MemoryItem) -> FactVersion:
+        meta = item.metadata
+
+        def text(key: str) -> str | None:
+            value = meta.get(key)
+            return value if isinstance(value, str) else None
+
+        return cls(
+            id=item.id,
+            statement=item.content,
+            subject=text("subject"),
+            relation=text("predicate"),
+            object=text("object"),
+            valid_at=text("valid_at"),
+            invalid_at=text("invalid_at"),
+            superseded_by=text("superseded_by"),
+            current=meta.get("invalid_at") is None,
+        )
+
+
+class Remembered(BaseModel):
+    id: str
+    tier: str
+
+
+class RecallResult(BaseModel):
+    query: str
+    memories: list[MemoryRecord]
+
+
+class MemoryPage(BaseModel):
+    memories: list[MemoryRecord]
+    total: int = Field(description="How many memories match the filters, over every page.")
+    offset: int
+    next_offset: int | None = Field(description="Pass as offset for the next page; null on the last page.")
+
+
+class MemoryDetail(BaseModel):
+    memory: MemoryRecord
+    sources: list[MemoryRecord] = Field(description="The memories it was derived from (a fact's turns, ...).")
+    derived: list[MemoryRecord] = Field(description="Memories derived from it (facts, summaries, insights).")
+    history: list[FactVersion] = Field(description="For a fact: every version of it, oldest first (else empty).")
+
+
+class Forgotten(BaseModel):
+    deleted: dict[str, str] = Field(description="Deleted memory id -> its tier.")
+    derived: dict[str, str] = Field(description="Memories derived only from those, deleted too -> their tier.")
+    not_found: list[str] = Field(description="Ids that are not memories of this user (nothing done for them).")
+
+
+class Erased(BaseModel):
+    user_id: str
+    rows: int = Field(description="Rows deleted from the record store.")
+    files: int
+    compacted: bool
+
+
+class FactHistory(BaseModel):
+    entity: str
+    facts: list[FactVersion]
+
+
+class DocumentsAdded(BaseModel):
+    namespace: str
+    added: list[str]
+    updated: list[str]
+    unchanged: list[str]
+    failed: dict[str, str] = Field(description="File -> why it was not ingested.")
+    chunks_written: int
+
+
+__all__ = [
+    "DocumentsAdded",
+    "Erased",
+    "FactHistory",
+    "FactVersion",
+    "Forgotten",
+    "MemoryDetail",
+    "MemoryPage",
+    "MemoryRecord",
+    "RecallResult",
+    "Remembered",
+]
