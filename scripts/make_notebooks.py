@@ -264,13 +264,15 @@ The same export is on the command line: `lmh graph --html graph.html --user bob 
     (
         "code",
         """html_path = os.path.join(folder, "knowledge_graph.html")
-semantic.export_knowledge_graph("html", path=html_path)
+page = semantic.export_knowledge_graph("html", path=html_path)
 graphml = semantic.export_knowledge_graph("graphml")
 data = semantic.export_knowledge_graph("json")
 print(html_path, len(graphml), "characters of GraphML")
 
-from IPython.display import IFrame
-IFrame(src=os.path.relpath(html_path), width="100%", height=420)""",
+# the page itself in the frame (srcdoc), not a link to the file: the notebook shows it wherever it is opened
+import html
+from IPython.display import HTML
+HTML(f'<iframe srcdoc="{html.escape(page)}" width="100%" height="420" sandbox="allow-scripts"></iframe>')""",
     ),
     ("code", "memory.close()"),
 ]

@@ -68,6 +68,8 @@ def test_notebook_is_committed_executed_and_clean(path: Path) -> None:
             assert output.get("name") != "stderr", f"{path.name}: stderr (progress bars, warnings) committed"
     for leak in ("/tmp/", "/home/", "/root/", "/Users/", str(ROOT), "\\u001b[", "it/s]"):
         assert leak not in text, f"{path.name}: {leak!r} in the outputs"
+    # a link to a file of the run's temporary folder is dead once the notebook is saved
+    assert "lmh-notebook-" not in text.replace('prefix=\\"lmh-notebook-\\"', ""), f"{path.name}: links a temporary file"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])

@@ -1,9 +1,11 @@
 """The inspector: a Starlette app with server-rendered Jinja2 pages over ONE user's memory.
 
-Pages: overview, search (with each result's explanation when the search provides one), the
-timeline by session, the knowledge graph (the ``graph_export`` page, rendered live), the profile,
-and what ``get()`` would inject for an input, with token counts. With ``allow_edits``: pin, unpin,
-forget one memory, and forget everything (after typing the user id).
+Pages: overview, search (with each result's explanation when the search provides one), a
+filtered, paged list per tier, the timeline by session and date range, the knowledge graph (the
+``graph_export`` page, rendered live), the profile, what ``get()`` would inject for an input, with
+token counts, and a memory's page with its sources, what was derived from it and a fact's
+versions. With ``allow_edits``: create a memory, edit one (content, importance, pin, tags), forget
+one (after a confirmation page) and forget everything (after typing the user id).
 
 Why it is safe to leave running on a developer machine:
 
@@ -35,6 +37,7 @@ import json
 import logging
 import secrets
 from collections import OrderedDict
+from datetime import datetime
 from importlib import resources
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlencode, urlsplit
@@ -50,8 +53,16 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.lifecycle.browse import tags_of, validate_tags
 from llama_index_memory_hierarchy.stores.access import uncounted
-from llama_index_memory_hierarchy.types import MemoryType, validate_memory_id
+from llama_index_memory_hierarchy.types import (
+    MemoryType,
+    parse_moment,
+    validate_content,
+    validate_identifier,
+    validate_importance,
+    validate_memory_id,
+)
 
 if TYPE_CHECKING:
     from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
@@ -62,6 +73,9 @@ logger = logging.getLogger(__name__)
 #: Query parameters that would name a user: any value but the served user is refused.
 USER_PARAMETERS = ("user", "user_id", "userid", "uid")
 SEARCH_TIERS = ("all", "episodic", "semantic", "perceptual")
+#: What the create form may write (perceptions come from files, working notes from a session).
+CREATE_TIERS = ("semantic", "episodic")
+LIST_PAGE = 50
 PAGE_POLICY = (
     "default-src 'none'; style-src 'self'; img-src 'self' data:; frame-src 'self'; form-action 'self'; "
     "frame-ancestors 'none'; base-uri 'none'"
@@ -227,18 +241,89 @@ async def search(request: Request) -> Response:
 
 async def timeline(request: Request) -> Response:
     app: Inspector = request.app.state.inspector
-    session = request.query_params.get("session") or None
-    limit = _int(request.query_params.get("limit"), 200, 1, TIMELINE_LIMIT)
+    params = request.query_params
+    session = params.get("session") or None
+    since, until = (params.get("since") or "").strip(), (params.get("until") or "").strip()
+    limit = _int(params.get("limit"), 200, 1, TIMELINE_LIMIT)
     episodic = app.memory.episodic
     try:
+        start, end = _range(since, until)
         filters = {"session_id": session} if session else {}
-        items = await episodic.aquery(order_by="-timestamp", limit=limit, **filters)
+        items = await episodic.aquery(order_by="-timestamp", limit=limit, start=start, end=end, **filters)
     except MemoryValidationError as exc:
         raise HTTPException(400, str(exc)) from None
     sessions: OrderedDict[str, list[MemoryItem]] = OrderedDict()
     for item in reversed(items):  # oldest first within a session; sessions by first event shown
         sessions.setdefault(item.session_id or "(no session)", []).append(item)
-    return app.page(request, "timeline.html", title="Timeline", sessions=sessions, session=session, limit=limit)
+    return app.page(
+        request,
+        "timeline.html",
+        title="Timeline",
+        sessions=sessions,
+        session=session,
+        since=since,
+        until=until,
+        limit=limit,
+    )
+
+
+def _range(since: str, until: str) -> tuple[datetime | None, datetime | None]:
+    """The bounds a form gives (a date, a time, 'today', an age like '7d'); an empty field is no bound."""
+    start = parse_moment(since, "since") if since else None
+    end = parse_moment(until, "until", end_of_day=True) if until else None
+    if start and end and start > end:
+        raise MemoryValidationError("since", "is after until")
+    return start, end
+
+
+async def memories(request: Request) -> Response:
+    """Every stored memory matching the filters (tier, kind, tag, dates, history), newest first, paged."""
+    app: Inspector = request.app.state.inspector
+    params = request.query_params
+    tier = params.get("tier") or "all"
+    if tier not in SEARCH_TIERS:
+        raise HTTPException(400, f"tier must be one of {', '.join(SEARCH_TIERS)}")
+    kind, tag = (params.get("kind") or "").strip(), (params.get("tag") or "").strip()
+    since, until = (params.get("since") or "").strip(), (params.get("until") or "").strip()
+    history = params.get("history") == "1"
+    offset = _int(params.get("offset"), 0, 0, 10**9)
+    try:
+        start, end = _range(since, until)
+        page = await app.memory.manager.alist_memories(
+            tier=None if tier == "all" else MemoryType(tier),
+            kind=validate_identifier(kind, "kind") if kind else None,
+            start=start,
+            end=end,
+            tags=validate_tags([tag]) if tag else None,
+            include_history=history,
+            limit=LIST_PAGE,
+            offset=offset,
+        )
+    except MemoryValidationError as exc:
+        raise HTTPException(400, str(exc)) from None
+    filters = {k: v for k, v in (("tier", tier), ("kind", kind), ("tag", tag), ("since", since), ("until", until)) if v}
+    if history:
+        filters["history"] = "1"
+
+    def link(at: int) -> str:
+        return "/memories?" + urlencode({**filters, "offset": str(at)})
+
+    return app.page(
+        request,
+        "memories.html",
+        title="Memories",
+        page=page,
+        tiers=SEARCH_TIERS,
+        tier=tier,
+        kind=kind,
+        tag=tag,
+        since=since,
+        until=until,
+        history=history,
+        previous=link(max(0, offset - LIST_PAGE)) if offset else None,
+        next=link(page.next_offset) if page.next_offset is not None else None,
+        tags_of=tags_of,
+    )
 
 
 async def graph(request: Request) -> Response:
@@ -314,7 +399,69 @@ async def context(request: Request) -> Response:
 async def memory_page(request: Request) -> Response:
     app: Inspector = request.app.state.inspector
     item = await app.find(request.path_params["memory_id"])
-    return app.page(request, "memory.html", title="Memory", item=item, explanation=explanation_rows(item))
+    relations = await app.memory.manager.arelations(item)
+    return app.page(
+        request,
+        "memory.html",
+        title="Memory",
+        item=item,
+        explanation=explanation_rows(item),
+        relations=relations,
+        tags=tags_of(item),
+    )
+
+
+async def forget_page(request: Request) -> Response:
+    """GET /memory/{id}/forget: what forgetting it removes, and the button that does it (edits only)."""
+    app: Inspector = request.app.state.inspector
+    if not app.allow_edits:
+        raise HTTPException(403, "read-only: start the inspector with --allow-edits to change memories")
+    item = await app.find(request.path_params["memory_id"])
+    relations = await app.memory.manager.arelations(item)
+    back = _local_target(request.query_params.get("next"), f"/memory/{item.id}")
+    return app.page(request, "forget.html", title="Forget a memory", item=item, relations=relations, back=back)
+
+
+async def create(request: Request) -> Response:
+    """GET /new: the form; POST /new: store a memory as an agent's ``remember`` would, then show it."""
+    app: Inspector = request.app.state.inspector
+    if request.method == "GET":
+        if not app.allow_edits:
+            raise HTTPException(403, "read-only: start the inspector with --allow-edits to change memories")
+        return app.page(request, "new.html", title="New memory", tiers=CREATE_TIERS, form={}, error=None)
+    form = await app.check_edit(request)
+    try:
+        tier = form.get("tier") or "semantic"
+        if tier not in CREATE_TIERS:
+            raise MemoryValidationError("tier", f"must be one of {', '.join(CREATE_TIERS)}")
+        when = (form.get("occurred_at") or "").strip()
+        metadata: dict[str, Any] = {"source": "inspector"}
+        if tags := _form_tags(form):
+            metadata["tags"] = tags
+        memory_id = await app.memory.tiers([tier])[0].aadd(
+            validate_content(form.get("content")),
+            importance=_importance(form),
+            metadata=metadata,
+            timestamp=parse_moment(when, "occurred_at") if when else None,
+        )
+    except MemoryValidationError as exc:
+        return app.page(
+            request, "new.html", status_code=400, title="New memory", tiers=CREATE_TIERS, form=form, error=str(exc)
+        )
+    logger.info("inspector: created %s memory %s", tier, memory_id)
+    return RedirectResponse(f"/memory/{memory_id}", status_code=303)
+
+
+def _importance(form: dict[str, str]) -> float:
+    try:
+        return validate_importance(float(form.get("importance") or 0.5), "importance")
+    except ValueError:
+        raise MemoryValidationError("importance", "must be a number from 0 to 1") from None
+
+
+def _form_tags(form: dict[str, str]) -> list[str]:
+    """The comma-separated tags of a form."""
+    return validate_tags([t for t in (form.get("tags") or "").split(",") if t.strip()])
 
 
 # --------------------------------------------------------------------------------------------------- edits
@@ -322,11 +469,13 @@ async def edit(request: Request) -> Response:
     """POST /memory/{id}/pin, /unpin or /forget, then back to the page the form was on."""
     app: Inspector = request.app.state.inspector
     action = request.path_params["action"]
-    if action not in ("pin", "unpin", "forget"):
+    if action not in ("pin", "unpin", "forget", "edit"):
         raise HTTPException(404, "not found")
     form = await app.check_edit(request)
     item = await app.find(request.path_params["memory_id"])
     manager = app.memory.manager
+    if action == "edit":
+        return await _edit(request, app, item, form)
     if action == "pin":
         await manager.apin(item.id)
     elif action == "unpin":
@@ -338,6 +487,38 @@ async def edit(request: Request) -> Response:
     if action == "forget" and target.startswith(f"/memory/{item.id}"):
         target = "/"
     return RedirectResponse(target, status_code=303)
+
+
+async def _edit(request: Request, app: Inspector, item: MemoryItem, form: dict[str, str]) -> Response:
+    """Apply the edit form: content, importance and tags in one update, then the pin."""
+    try:
+        content = validate_content(form.get("content"))
+        importance, tags = _importance(form), _form_tags(form)
+    except MemoryValidationError as exc:
+        relations = await app.memory.manager.arelations(item)
+        return app.page(
+            request,
+            "memory.html",
+            status_code=400,
+            title="Memory",
+            item=item,
+            explanation=[],
+            relations=relations,
+            tags=tags_of(item),
+            error=str(exc),
+        )
+    tier = app.memory.tiers([item.memory_type])[0]
+    await tier.aupdate(
+        item.id,
+        content=content if content != item.content else None,
+        importance=importance if importance != item.importance else None,
+        metadata={"tags": tags} if tags != tags_of(item) else None,
+    )
+    pinned = form.get("pinned") == "on"
+    if pinned != item.pinned:
+        await app.memory.manager.apin(item.id, pinned)
+    logger.info("inspector: edited %s memory %s", item.memory_type.value, item.id)
+    return RedirectResponse(f"/memory/{item.id}", status_code=303)
 
 
 async def forget_everything(request: Request) -> Response:
@@ -486,7 +667,10 @@ def create_app(
         ("/graph/view", graph_view, ["GET"]),
         ("/profile", profile, ["GET"]),
         ("/context", context, ["GET"]),
+        ("/memories", memories, ["GET"]),
+        ("/new", create, ["GET", "POST"]),
         ("/memory/{memory_id}", memory_page, ["GET"]),
+        ("/memory/{memory_id}/forget", forget_page, ["GET"]),
         ("/memory/{memory_id}/{action}", edit, ["POST"]),
         ("/forget-everything", forget_everything, ["GET", "POST"]),
     ]

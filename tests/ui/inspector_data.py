@@ -29,6 +29,7 @@ def populate(folder: Path) -> dict[str, Any]:
     )
     ids["fact"] = alice.semantic.add_fact("Alice", "lives in", "Lyon")
     ids["alice_tea"] = next(i.id for i in alice.episodic.get_session("monday") if "genmaicha, roasted" in i.content)
+    ids["tea_fact"] = alice.semantic.add_fact("Alice", "likes", "genmaicha", source_id=ids["alice_tea"])
     bob = HierarchicalMemory.from_defaults(user_id="bob", session_id="b1", persist_dir=str(folder))
     bob.put(ChatMessage(role="user", content=BOB_SECRET))
     ids["bob"] = bob.episodic.get_session("b1")[0].id

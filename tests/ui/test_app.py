@@ -14,6 +14,7 @@ from inspector_data import ALICE_TEA, BOB_SECRET
 pytest.importorskip("httpx")
 from starlette.testclient import TestClient
 
+from llama_index_memory_hierarchy.ui import app as inspector_app
 from llama_index_memory_hierarchy.ui.app import create_app
 
 BASE = "http://127.0.0.1:8770"
@@ -96,9 +97,11 @@ def test_edits_need_the_flag_a_token_and_the_same_origin(memory: Any) -> None:
         web.post(f"/memory/{target}/forget", data={"csrf_token": "guess"}),
         web.post(f"/memory/{target}/forget", data={"csrf_token": token}, headers={"origin": "http://evil.example"}),
         web.post(f"/memory/{target}/forget", data={"csrf_token": token}, headers={"sec-fetch-site": "cross-site"}),
-        web.get(f"/memory/{target}/forget"),
+        read_only.get(f"/memory/{target}/forget"),
     ]
-    assert [r.status_code for r in refused] == [403, 403, 403, 403, 405]
+    assert [r.status_code for r in refused] == [403, 403, 403, 403, 403]
+    confirm = web.get(f"/memory/{target}/forget?next=/search")  # the confirmation page changes nothing
+    assert confirm.status_code == 200 and "spot is B12" in confirm.text and 'id="confirm-forget"' in confirm.text
     assert memory.episodic.get(target) is not None
     done = web.post(
         f"/memory/{target}/forget",
@@ -176,3 +179,103 @@ def test_profile_page_shows_what_no_longer_holds(make_memory) -> None:
     history = history.split("As injected")[0]  # the injected text follows: current facts only
     assert "lives in Antwerp" in current and "lives in Ghent" not in current
     assert "lives in Ghent" in history and "lives in Antwerp" not in history
+
+
+def test_create_edit_and_bad_input(memory: Any) -> None:
+    web = client(memory, allow_edits=True)
+    token = web.app.state.inspector.csrf_token
+    assert client(memory, allow_edits=False).get("/new").status_code == 403
+    assert 'id="new-form"' in web.get("/new").text
+    before = memory.semantic.get_stats()["count"]
+    for form, field in [
+        ({"content": " "}, "content: must not be empty"),
+        ({"content": "x", "importance": "7"}, "importance"),
+        ({"content": "x", "importance": "high"}, "importance: must be a number"),
+        ({"content": "x", "tier": "working"}, "tier: must be one of"),
+        ({"content": "x", "tags": "a," + "b" * 65}, "tags: each tag is"),
+        ({"content": "x", "occurred_at": "some day"}, "occurred_at: not a time"),
+    ]:
+        refused = web.post("/new", data={"csrf_token": token, **form})
+        assert refused.status_code == 400 and field in refused.text, (form, refused.text[-500:])
+    assert memory.semantic.get_stats()["count"] == before  # nothing half-written
+    made = web.post(
+        "/new",
+        data={"csrf_token": token, "content": "Alice's bicycle is green.", "importance": "0.7", "tags": "bike, colour"},
+    )
+    assert made.status_code == 303
+    memory_id = made.headers["location"].removeprefix("/memory/")
+    item = memory.semantic.get(memory_id)
+    assert item.content == "Alice's bicycle is green." and item.importance == 0.7
+    assert item.metadata["tags"] == ["bike", "colour"]
+
+    edited = web.post(
+        f"/memory/{memory_id}/edit",
+        data={
+            "csrf_token": token,
+            "content": "Alice's bicycle is red.",
+            "importance": "0.9",
+            "tags": "bike",
+            "pinned": "on",
+        },
+    )
+    assert edited.status_code == 303
+    item = memory.semantic.get(memory_id)
+    assert (item.content, item.importance, item.metadata["tags"], item.pinned) == (
+        "Alice's bicycle is red.",
+        0.9,
+        ["bike"],
+        True,
+    )
+    assert "red" in web.get("/search?q=what+colour+is+the+bicycle").text
+    bad = web.post(f"/memory/{memory_id}/edit", data={"csrf_token": token, "content": "", "importance": "0.5"})
+    assert bad.status_code == 400 and "content: must not be empty" in bad.text
+    assert memory.semantic.get(memory_id).content == "Alice's bicycle is red."
+    cross = web.post(
+        f"/memory/{memory_id}/edit",
+        data={"csrf_token": token, "content": "x"},
+        headers={"origin": "http://evil.example"},
+    )
+    assert cross.status_code == 403 and memory.semantic.get(memory_id).content == "Alice's bicycle is red."
+
+
+def test_the_filtered_paged_list(
+    memory: Any, two_users: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(inspector_app, "LIST_PAGE", 2)
+    web = client(memory, allow_edits=False)
+    ids = [
+        memory.episodic.add(f"Garden note {n}: the beans need poles.", metadata={"tags": ["garden"]}) for n in range(3)
+    ]
+    everything = web.get("/memories")
+    assert everything.status_code == 200 and "oolong" not in everything.text
+    seen, url = [], "/memories?tier=episodic&tag=garden"
+    while url:
+        page = web.get(url)
+        assert page.status_code == 200 and "3 match" in page.text
+        seen += sorted((i for i in ids if f'data-memory-id="{i}"' in page.text), key=page.text.index)
+        found = [line for line in page.text.splitlines() if 'id="next-page"' in line]
+        url = found[0].split('href="')[1].split('"')[0].replace("&amp;", "&") if found else ""
+    assert seen == ids[::-1]  # newest first, each once
+    facts = web.get("/memories?tier=semantic&kind=fact")
+    assert "Lyon" in facts.text and "Garden note" not in facts.text
+    assert web.get("/memories?since=2999-01-01").text.count('class="memory"') == 0
+    for bad in ("/memories?tier=dreams", "/memories?since=someday", "/memories?kind=../x", "/memories?offset=x"):
+        assert web.get(bad).status_code == 400, bad
+
+
+def test_timeline_by_date_range_and_a_memorys_sources_and_derived(memory: Any) -> None:
+    web = client(memory, allow_edits=False)
+    old = memory.episodic.add("Alice visited the old lighthouse.", timestamp="2021-03-04T09:00:00")
+    assert "old lighthouse" in web.get("/timeline?since=2021-03-01&until=2021-03-31").text
+    assert "old lighthouse" not in web.get("/timeline?since=2022-01-01").text
+    assert "genmaicha" not in web.get("/timeline?since=2021-03-01&until=2021-03-31").text
+    assert web.get("/timeline?since=2022-01-01&until=2021-01-01").status_code == 400
+    fact = memory.semantic.add_fact("Alice", "visited", "lighthouse", source_id=old)
+    page = web.get(f"/memory/{fact}")
+    assert 'id="sources"' in page.text and f'data-memory-id="{old}"' in page.text
+    assert f'data-memory-id="{fact}"' in web.get(f"/memory/{old}").text.split('id="derived"')[1]
+
+
+def test_the_graph_frame_is_not_scripts_and_same_origin(memory: Any) -> None:
+    frame = client(memory, allow_edits=False).get("/graph").text
+    assert 'sandbox="allow-scripts"' in frame and "allow-same-origin" not in frame

@@ -224,18 +224,107 @@ def test_another_users_id_in_the_url_gets_nothing(
     browser.get_log("browser")  # the refusals above log their 403/404 as console errors by design
 
 
-def test_forget_removes_the_memory_from_search(server: str, browser: Any) -> None:
+def test_forget_asks_first_then_removes_the_memory_from_search(server: str, browser: Any) -> None:
     results = search_for(browser, server, "half marathon training")
     target = next(r for r in results if "half marathon" in r.find_element(By.CSS_SELECTOR, ".content").text)
     memory_id = target.get_attribute("data-memory-id")
     target.find_element(By.CSS_SELECTOR, "button.forget").click()
-    wait_until_replaced(browser, target)  # the page after the POST
+    keep = wait_for(browser, "#cancel-forget")  # the confirmation page: keeping it changes nothing
+    assert "half marathon" in browser.find_element(By.ID, "memory-content").text
+    keep.click()
+    wait_until_replaced(browser, keep)
+    wait_for(browser, "#results")
+    results = [
+        r for r in browser.find_elements(By.CSS_SELECTOR, ".result") if r.get_attribute("data-memory-id") == memory_id
+    ]
+    assert results, "kept, and back on the search page"
+    results[0].find_element(By.CSS_SELECTOR, "button.forget").click()
+    confirm = wait_for(browser, "#confirm-forget")
+    confirm.click()
+    wait_until_replaced(browser, confirm)  # the page after the POST
     wait_for(browser, "#results")
     assert memory_id not in [
         r.get_attribute("data-memory-id") for r in browser.find_elements(By.CSS_SELECTOR, ".result")
     ]
     again = search_for(browser, server, "half marathon training")
     assert memory_id not in [r.get_attribute("data-memory-id") for r in again]
+    assert console_errors(browser) == []
+
+
+def fill(driver: Any, css: str, value: str) -> None:
+    field = driver.find_element(By.CSS_SELECTOR, css)
+    field.clear()
+    field.send_keys(value)
+
+
+def tags_shown(driver: Any) -> list[str]:
+    return [tag.text for tag in driver.find_elements(By.CSS_SELECTOR, "#memory-tags .tag")]
+
+
+def test_create_then_edit_a_memory(server: str, browser: Any, shots: Path) -> None:
+    browser.get(server)
+    browser.find_element(By.ID, "new-memory").click()
+    wait_for(browser, "#new-form")
+    fill(browser, "#new-form textarea[name=content]", "Alice keeps her passport in the blue drawer.")
+    fill(browser, "#new-form input[name=tags]", "travel, documents")
+    fill(browser, "#new-form input[name=importance]", "0.8")
+    create = browser.find_element(By.ID, "create")
+    create.click()
+    wait_until_replaced(browser, create)
+    assert "blue drawer" in wait_for(browser, "#memory-content").text
+    assert tags_shown(browser) == ["travel", "documents"]
+    assert browser.find_element(By.ID, "memory-importance").text == "0.80"
+
+    fill(browser, "#edit-form textarea[name=content]", "Alice keeps her passport in the red drawer.")
+    fill(browser, "#edit-form input[name=importance]", "0.95")
+    fill(browser, "#edit-form input[name=tags]", "travel")
+    browser.find_element(By.CSS_SELECTOR, "#edit-form input[name=pinned]").click()
+    save = browser.find_element(By.ID, "save")
+    save.click()
+    wait_until_replaced(browser, save)
+    assert "red drawer" in wait_for(browser, "#memory-content").text
+    assert tags_shown(browser) == ["travel"]
+    assert browser.find_element(By.ID, "memory-importance").text == "0.95"
+    assert browser.find_element(By.ID, "memory-pinned").text == "yes"
+    browser.save_screenshot(str(shots / "ui-memory.png"))
+    assert any("red drawer" in r.text for r in search_for(browser, server, "where is the passport"))
+    assert console_errors(browser) == []
+
+
+def test_memories_list_timeline_range_and_a_facts_sources(
+    server: str, browser: Any, two_users: tuple[Path, dict[str, Any]]
+) -> None:
+    browser.get(f"{server}/memories")
+    wait_for(browser, "#filters")
+    fill(browser, "#filters input[name=kind]", "fact")
+    browser.find_element(By.CSS_SELECTOR, "#filters select[name=tier] option[value=semantic]").click()
+    button = browser.find_element(By.CSS_SELECTOR, "#filters button")
+    button.click()
+    wait_until_replaced(browser, button)
+    rows = wait_for(browser, "#memories").find_elements(By.CSS_SELECTOR, ".memory")
+    assert rows and all("tier" in r.get_attribute("innerHTML") for r in rows)
+    assert any("Lyon" in r.text for r in rows) and not any("half marathon" in r.text for r in rows)
+    assert "oolong" not in browser.page_source
+
+    tea_fact = two_users[1]["tea_fact"]
+    next(r for r in rows if r.get_attribute("data-memory-id") == tea_fact).find_element(By.TAG_NAME, "a").click()
+    source = wait_for(browser, "#sources li")
+    assert source.get_attribute("data-memory-id") == two_users[1]["alice_tea"]
+    source.find_element(By.TAG_NAME, "a").click()
+    derived = wait_for(browser, "#derived li")
+    assert derived.get_attribute("data-memory-id") == tea_fact
+
+    browser.get(f"{server}/timeline")
+    fill(browser, "#range input[name=since]", "2999-01-01")
+    show = browser.find_element(By.CSS_SELECTOR, "#range button")
+    show.click()
+    wait_until_replaced(browser, show)
+    assert wait_for(browser, "#no-events") and "since=2999-01-01" in browser.current_url
+    fill(browser, "#range input[name=since]", "7d")
+    show = browser.find_element(By.CSS_SELECTOR, "#range button")
+    show.click()
+    wait_until_replaced(browser, show)
+    assert "genmaicha" in wait_for(browser, "#timeline").text
     assert console_errors(browser) == []
 
 
