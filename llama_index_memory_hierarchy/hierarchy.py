@@ -65,6 +65,8 @@ _OPEN: weakref.WeakValueDictionary[str, HierarchicalMemory] = weakref.WeakValueD
 
 #: Importance given to a message by its role when the caller gives none.
 ROLE_IMPORTANCE = {"user": 0.6, "assistant": 0.4, "tool": 0.3, "system": 0.3}
+#: The access log keeps this much of a get()'s input.
+_LOGGED_INPUT_CHARS = 2000
 
 
 def _reopen(data: dict[str, Any]) -> HierarchicalMemory:
@@ -86,7 +88,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
     _tier_options: dict[str, Any] = PrivateAttr(default_factory=dict)
     _llm: Any = PrivateAttr(default=None)
     _history: SessionHistory = PrivateAttr()
-    _context_cache: tuple[tuple[Any, ...], ChatMessage | None] | None = PrivateAttr(default=None)
+    _context_cache: tuple[tuple[Any, ...], tuple[ChatMessage | None, list[str]]] | None = PrivateAttr(default=None)
     _closed: bool = PrivateAttr(default=False)
     _handle: str = PrivateAttr(default_factory=lambda: uuid.uuid4().hex)
     _options: dict[str, Any] = PrivateAttr(default_factory=dict)
@@ -517,7 +519,9 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         query = input
         if query is None:
             query = next((message_text(m) for _, m, _ in reversed(history) if m.role == MessageRole.USER), None)
-        memory_message = await self._amemory_message(query, {memory_id for memory_id, _, _ in window})
+        memory_message, shown = await self._amemory_message(query, {memory_id for memory_id, _, _ in window})
+        if query:  # the access log: what this get() showed, for which input (written in the background)
+            self._context.accesses.shown(self.user_id, self.session_id, query[:_LOGGED_INPUT_CHARS], shown)
         if summary:
             sections = [compressor.section(summary), *([memory_message.content] if memory_message else [])]
             memory_message = ChatMessage(role=MessageRole.SYSTEM, content="\n\n".join(sections))
@@ -531,9 +535,9 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         )
         return [*messages[:at], memory_message, *messages[at:]]
 
-    async def _amemory_message(self, query: str | None, exclude: set[str]) -> ChatMessage | None:
+    async def _amemory_message(self, query: str | None, exclude: set[str]) -> tuple[ChatMessage | None, list[str]]:
         """The standing instructions, the user profile and the best memories for ``query`` within
-        ``memory_context_token_limit``.
+        ``memory_context_token_limit``, and the ids of the memories it shows.
 
         The instructions come first and take the budget first (memories never displace them; of two that
         conflict only the newer stands, see ``tiers.procedural``). One line per memory (time, tier, text),
@@ -548,8 +552,8 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         rules_text = instructions_section(rules, self.config.memory_context_token_limit, count_tokens)
         if query is None:
             message = ChatMessage(role=MessageRole.SYSTEM, content=rules_text) if rules_text else None
-            self._context_cache = (key, message)
-            return message
+            self._context_cache = (key, (message, []))
+            return message, []
         # the rules are shown above; the turns that gave them (an ended rule's too) are not shown as memories
         exclude = exclude | {rule.id for rule in every_rule} | {s for rule in every_rule for s in rule_sources(rule)}
         limit = self.config.retrieval_top_k
@@ -568,15 +572,18 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
             budget -= count_tokens(rules_text) + 2
         if profile:
             budget -= count_tokens(profile) + 2
-        lines = fill_budget((format_memory(item) for item in items), budget, limit, count_tokens)
+        formatted = [(item.id, format_memory(item)) for item in items]
+        lines = fill_budget((line for _, line in formatted), budget, limit, count_tokens)
+        kept = set(lines)
+        shown = [memory_id for memory_id, line in formatted if line in kept]
         sections = [
             *([rules_text] if rules_text else []),
             *([profile] if profile else []),
             *(["\n".join([MEMORY_HEADER, *lines])] if lines else []),
         ]
         message = ChatMessage(role=MessageRole.SYSTEM, content="\n\n".join(sections)) if sections else None
-        self._context_cache = (key, message)
-        return message
+        self._context_cache = (key, (message, shown))
+        return message, shown
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

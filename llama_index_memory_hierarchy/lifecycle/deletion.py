@@ -22,7 +22,8 @@ strategies, and the CLI's ``lmh forget ID``. Whichever door, a deleted memory is
    of its session is dropped and folded again from the remaining turns on the next ``get()``;
 4. from consolidation's future: a tombstone (the id only, never text) per deleted memory
    stops consolidation from writing any working copy of it (in another process too) back
-   to episodic memory, and its consolidation marks are dropped.
+   to episodic memory, and its consolidation marks are dropped;
+5. from the access log: every row of what ``get()`` showed that names it (the input text with it).
 
 What a single delete does not do: compact files. SQLite may keep deleted text in free pages
 and qdrant-edge the id in its write-ahead log until they are rewritten; user erasure
@@ -154,6 +155,8 @@ async def _adelete(
             sessions |= _forget_live(live, set(deleted))
             await store.atombstone(user_id, list(deleted))
             await store.aunmark(user_id, list(deleted))
+            await context.accesses.adiscard(user_id, list(deleted))  # the access log names them: it goes too
+            await store.aforget_shown(user_id, list(deleted))
             await _areset_running_summaries(store, user_id, sessions, live, report)
         pending = await _aderived(context, user_id, list(deleted), gone, live, report) if deleted else []
         first = False

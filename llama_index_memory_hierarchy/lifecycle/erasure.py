@@ -158,6 +158,7 @@ async def _aerase(context: StoreContext, user_id: str, compact: bool) -> Erasure
     report = ErasureReport(user_id=user_id)
     store = LifecycleStore(context)
     await store.abegin_erasure(user_id)  # committed first: a kill from here on is finished on the next open
+    await context.accesses.adiscard(user_id)  # queued bumps and access-log rows: none is written after this
     await _areset_live(context, user_id, report)
 
     # 1. every vector space the user may have points in, open before the deletes are applied

@@ -85,6 +85,7 @@ class MemoryManager(RuntimeBound):
         self._tasks: set[asyncio.Task[Any]] = set()
         self._since_consolidation = 0
         self._profile_cache: tuple[tuple[Any, ...], UserProfile] | None = None
+        deps.context.accesses.shown_sink = deps.store.arecord_shown  # the access log (one table per context)
         register(self)
 
     def __repr__(self) -> str:
@@ -525,6 +526,25 @@ class MemoryManager(RuntimeBound):
     def relations(self, item: MemoryItem) -> MemoryRelations:
         """Sync twin of :meth:`arelations`."""
         return self.blocking(self.arelations(item))
+
+    async def aaccess_log(self, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+        """What ``get()`` showed this user, newest first: ``at`` (epoch seconds), ``session_id``, ``input``,
+        ``memory_ids`` (what is still queued is written first)."""
+        await self.context.accesses.aflush()
+        return await self.store.ashown(self.user_id, limit=limit, offset=offset)
+
+    def access_log(self, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+        """Sync twin of :meth:`aaccess_log`."""
+        return self.blocking(self.aaccess_log(limit, offset))
+
+    async def aforget_access_log(self) -> int:
+        """Delete this user's whole access log (the memories stay); how many rows."""
+        await self.context.accesses.adiscard(self.user_id, memory_ids=None)
+        return await self.store.aforget_shown(self.user_id)
+
+    def forget_access_log(self) -> int:
+        """Sync twin of :meth:`aforget_access_log`."""
+        return self.blocking(self.aforget_access_log())
 
     async def aforget_user(self, user_id: str | None = None, *, compact: bool = True) -> ErasureReport:
         """Remove a user (default: this one) from every store; see :mod:`.erasure`."""

@@ -6,7 +6,9 @@
 * ``lifecycle_state``: per-user cursors (when the last reflection ran, ...);
 * ``lifecycle_events``: an audit trail of lifecycle operations (counts, never memory text);
 * ``lifecycle_tombstones``: ids of deleted memories (no text), so consolidation never writes one back;
-* ``lifecycle_erasures``: user erasures begun and not finished (resumed when the stores next open).
+* ``lifecycle_erasures``: user erasures begun and not finished (resumed when the stores next open);
+* ``lifecycle_shown``: the access log, what ``get()`` showed (memory ids), when, for which input; written in
+  the background (``stores.access``), dropped with the memories it names and with the user.
 
 Every table has a ``user_id`` column, so ``SQLRecordStore.delete_user`` (user erasure) removes
 a user's rows from all of them, and the portability module exports and imports them generically.
@@ -98,8 +100,21 @@ erasures = sa.Table(
 #: not a valid user id, so it cannot clash with one).
 COMPACTION_PENDING = "#compaction"
 
+shown = sa.Table(
+    "lifecycle_shown",
+    metadata,
+    sa.Column("seq", SeqType, primary_key=True, autoincrement=True),
+    sa.Column("user_id", sa.String(128), nullable=False),
+    sa.Column("session_id", sa.String(128), nullable=True),
+    sa.Column("at", sa.Double(), nullable=False),
+    sa.Column("input", sa.Text(), nullable=False),
+    sa.Column("memory_ids", sa.Text(), nullable=False),
+    sa.Index("ix_lifecycle_shown_user", "user_id", "seq"),
+    sqlite_autoincrement=True,
+)
+
 #: The lifecycle's tables (export, import and erasure walk every user-scoped table anyway).
-TABLES = (consolidated, summaries, state, events, tombstones)
+TABLES = (consolidated, summaries, state, events, tombstones, shown)
 
 
 class UserErasedError(StoreError):
@@ -351,6 +366,53 @@ class LifecycleStore:
             )
 
         await self._run(work, write=True, op="lifecycle log", for_user=user_id)
+
+    # ------------------------------------------------------------------ the access log
+    async def arecord_shown(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Append access-log rows (``user_id``, ``session_id``, ``at``, ``input``, ``memory_ids``) in one insert."""
+        if not rows:
+            return
+
+        async def work(conn: AsyncConnection) -> None:
+            await conn.execute(
+                sa.insert(shown),
+                [{**row, "memory_ids": _dumps(list(row["memory_ids"]))} for row in rows],
+            )
+
+        await self._run(work, write=True, op="access log")
+
+    async def ashown(self, user_id: str, *, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+        """This user's access log, newest first."""
+        c = shown.c
+
+        async def work(conn: AsyncConnection) -> list[dict[str, Any]]:
+            query = (
+                sa.select(c.at, c.session_id, c.input, c.memory_ids)
+                .where(c.user_id == user_id)
+                .order_by(c.seq.desc())
+                .limit(limit)
+                .offset(offset)
+            )
+            return [
+                {"at": at, "session_id": session, "input": text, "memory_ids": json.loads(ids)}
+                for at, session, text, ids in (await conn.execute(query)).all()
+            ]
+
+        return await self._run(work, write=False, op="access log")
+
+    async def aforget_shown(self, user_id: str, memory_ids: Sequence[str] | None = None) -> int:
+        """Delete the user's access-log rows that name any of ``memory_ids`` (None: all of them); how many."""
+        c = shown.c
+
+        async def work(conn: AsyncConnection) -> int:
+            query = sa.delete(shown).where(c.user_id == user_id)
+            if memory_ids is not None:
+                if not memory_ids:
+                    return 0
+                query = query.where(sa.or_(*(c.memory_ids.contains(f'"{i}"', autoescape=True) for i in memory_ids)))
+            return (await conn.execute(query)).rowcount or 0
+
+        return await self._run(work, write=True, op="access log")
 
     async def aevents(self, user_id: str, limit: int | None = None) -> list[dict[str, Any]]:
         """This user's audit events, oldest first."""

@@ -10,9 +10,15 @@ when the stores close). Bumps are soft data: they are counted exactly, but a pro
 they are written loses them, never a memory. Ranking reads none of them, so when they land changes
 no result.
 
+The access log rides the same writer: what ``get()`` showed (memory ids), when, for which input is
+queued by :meth:`AccessLog.shown` and written with the bumps, in one insert, by the sink the
+lifecycle registers (its ``lifecycle_shown`` table); so a ``get()`` waits for no write.
+:meth:`AccessLog.adiscard` drops what is still queued for a user or for deleted memories, and
+waits for a write in flight, so an erasure or a delete that follows leaves nothing behind.
+
 A person looking (the inspector's search and ``get()`` preview) is not the agent recalling: reads
-inside :func:`uncounted` bump nothing, so a page view (or a cross-site ``<img>`` of a search URL)
-cannot change what forgetting and importance see.
+inside :func:`uncounted` bump nothing and log nothing, so a page view (or a cross-site ``<img>`` of
+a search URL) cannot change what forgetting and importance see.
 """
 
 from __future__ import annotations
@@ -53,6 +59,10 @@ class AccessLog:
         self._records = records
         self._spawn = spawn
         self._pending: dict[str, Counter[str]] = {}
+        self._shown: list[dict[str, Any]] = []
+        #: Where access-log rows go (the lifecycle's table); None: they are not kept.
+        self.shown_sink: Callable[[list[dict[str, Any]]], Coroutine[Any, Any, None]] | None = None
+        self._writing = asyncio.Lock()
         self._now = asyncio.Event()
         self._scheduled = False
         self._last = 0.0  # when the latest read was counted (monotonic seconds)
@@ -62,10 +72,34 @@ class AccessLog:
         if not ids or not _COUNTED.get():
             return
         self._pending.setdefault(user_id, Counter()).update(dict.fromkeys(ids, 1))
+        self._schedule()
+
+    def shown(self, user_id: str, session_id: str | None, text: str, ids: Sequence[str]) -> None:
+        """Log that ``get()`` showed memories ``ids`` for input ``text`` (on the runtime loop; written later)."""
+        if self.shown_sink is None or not _COUNTED.get():
+            return
+        row = {"user_id": user_id, "session_id": session_id, "at": time.time(), "input": text, "memory_ids": list(ids)}
+        self._shown.append(row)
+        self._schedule()
+
+    def _schedule(self) -> None:
         self._last = time.monotonic()
         if not self._scheduled:
             self._scheduled = True
             self._spawn(self._aflush_later())
+
+    async def adiscard(self, user_id: str, memory_ids: Sequence[str] | None = None) -> None:
+        """Drop the queued log rows of ``user_id`` (naming one of ``memory_ids``, or all), and wait for a write
+        in flight; None also drops the user's queued bumps (the user is being erased)."""
+        async with self._writing:
+            if memory_ids is None:
+                self._pending.pop(user_id, None)
+                self._shown = [row for row in self._shown if row["user_id"] != user_id]
+            else:
+                gone = set(memory_ids)
+                self._shown = [
+                    row for row in self._shown if row["user_id"] != user_id or not gone & set(row["memory_ids"])
+                ]
 
     async def _aflush_later(self) -> None:
         deadline = time.monotonic() + FLUSH_MAX_DELAY_S
@@ -79,14 +113,18 @@ class AccessLog:
         await self.aflush()
 
     async def aflush(self) -> None:
-        """Write every pending bump now: one statement per user and repeat count."""
-        pending, self._pending = self._pending, {}
-        for user_id, counts in pending.items():
-            by_times: dict[int, list[str]] = {}
-            for memory_id, times in counts.items():
-                by_times.setdefault(times, []).append(memory_id)
-            for times, ids in sorted(by_times.items()):
-                await self._records.touch(user_id, ids, times=times)
+        """Write every pending bump now (one statement per user and repeat count), then the queued log rows."""
+        async with self._writing:
+            pending, self._pending = self._pending, {}
+            shown, self._shown = self._shown, []
+            for user_id, counts in pending.items():
+                by_times: dict[int, list[str]] = {}
+                for memory_id, times in counts.items():
+                    by_times.setdefault(times, []).append(memory_id)
+                for times, ids in sorted(by_times.items()):
+                    await self._records.touch(user_id, ids, times=times)
+            if shown and self.shown_sink is not None:
+                await self.shown_sink(shown)
 
     def flush_soon(self) -> None:
         """Wake a waiting flush now (the stores are closing)."""

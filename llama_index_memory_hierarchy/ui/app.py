@@ -3,9 +3,10 @@
 Pages: overview, search (with each result's explanation when the search provides one), a
 filtered, paged list per tier, the timeline by session and date range, the knowledge graph (the
 ``graph_export`` page, rendered live), the profile, what ``get()`` would inject for an input, with
-token counts, and a memory's page with its sources, what was derived from it and a fact's
-versions. With ``allow_edits``: create a memory, edit one (content, importance, pin, tags), forget
-one (after a confirmation page) and forget everything (after typing the user id).
+token counts, a memory's page with its sources, what was derived from it and a fact's versions,
+and the access log (what ``get()`` showed, when, for which input). With ``allow_edits``: create a
+memory, edit one (content, importance, pin, tags), forget one (after a confirmation page), erase
+the access log, and forget everything (after typing the user id).
 
 Why it is safe to leave running on a developer machine:
 
@@ -37,7 +38,7 @@ import json
 import logging
 import secrets
 from collections import OrderedDict
-from datetime import datetime
+from datetime import UTC, datetime
 from importlib import resources
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlencode, urlsplit
@@ -521,6 +522,34 @@ async def _edit(request: Request, app: Inspector, item: MemoryItem, form: dict[s
     return RedirectResponse(f"/memory/{item.id}", status_code=303)
 
 
+async def access_log(request: Request) -> Response:
+    """GET: what ``get()`` showed, when, for which input, newest first; POST (edits): erase the whole log."""
+    app: Inspector = request.app.state.inspector
+    manager = app.memory.manager
+    if request.method == "POST":
+        await app.check_edit(request)
+        removed = await manager.aforget_access_log()
+        logger.info("inspector: erased the access log (%d rows)", removed)
+        return RedirectResponse("/access-log", status_code=303)
+    offset = _int(request.query_params.get("offset"), 0, 0, 10**9)
+    rows = await manager.aaccess_log(limit=LIST_PAGE, offset=offset)
+    context = app.memory.context
+    ids = list(dict.fromkeys(i for row in rows for i in row["memory_ids"]))
+    found = await context.runtime.arun(context.records.get(app.user_id, ids)) if ids else []
+    items = {r.item.id: r.item for r in found}
+    entries = [
+        {
+            "at": datetime.fromtimestamp(row["at"], UTC),
+            "session_id": row["session_id"],
+            "input": row["input"],
+            "memories": [(i, items.get(i)) for i in row["memory_ids"]],
+        }
+        for row in rows
+    ]
+    more = f"/access-log?offset={offset + LIST_PAGE}" if len(rows) == LIST_PAGE else None
+    return app.page(request, "access_log.html", title="Access log", entries=entries, next=more)
+
+
 async def forget_everything(request: Request) -> Response:
     app: Inspector = request.app.state.inspector
     if request.method == "GET":
@@ -672,6 +701,7 @@ def create_app(
         ("/memory/{memory_id}", memory_page, ["GET"]),
         ("/memory/{memory_id}/forget", forget_page, ["GET"]),
         ("/memory/{memory_id}/{action}", edit, ["POST"]),
+        ("/access-log", access_log, ["GET", "POST"]),
         ("/forget-everything", forget_everything, ["GET", "POST"]),
     ]
     routes = [Route(path, _guarded(endpoint), methods=methods) for path, endpoint, methods in pages]

@@ -106,3 +106,35 @@ async def test_reads_without_a_pause_are_written_at_the_longest_delay(monkeypatc
     await asyncio.gather(*tasks)
     assert 2 <= len(writes.at) <= 4  # every ~0.15 s while the reads went on, then one after they stopped
     assert writes.at[0] - start < 0.15 + 0.1  # not after the reads (0.4 s): at the longest delay
+
+
+def test_the_access_log_says_what_get_showed_and_goes_with_the_memories_and_the_user(
+    make_memory: Any, persist_dir: Any
+) -> None:
+    from pathlib import Path
+
+    from llama_index_memory_hierarchy.stores.access import uncounted
+
+    memory = make_memory(embed_model="hashing")
+    wifi = memory.episodic.add("the wifi password is on the fridge")
+    key = memory.episodic.add("the spare key is under the mat")
+    memory.get(input="where is the wifi password")
+    memory.get(input="where is the spare key")
+    with uncounted():  # an inspector's preview: not logged
+        memory.get(input="where is the wifi password, again")
+    log = memory.manager.access_log()
+    assert [row["input"] for row in log] == ["where is the spare key", "where is the wifi password"]  # newest first
+    assert wifi in log[1]["memory_ids"] and key in log[0]["memory_ids"]
+    assert all(row["session_id"] == memory.session_id and row["at"] > 0 for row in log)
+
+    memory.get(input="the wifi password please")  # queued, not written yet: the delete drops it too
+    memory.manager.forget_memories([wifi])
+    assert memory.manager.access_log() == []  # every row named it (both memories are shown each time)
+    memory.get(input="spare key again")
+    assert [(row["input"], row["memory_ids"]) for row in memory.manager.access_log()] == [("spare key again", [key])]
+    memory.manager.forget_user()
+    assert memory.manager.access_log() == []
+    memory.close()
+    for file in Path(persist_dir).rglob("*"):
+        if file.is_file():
+            assert b"spare key again" not in file.read_bytes(), file

@@ -7,6 +7,7 @@ from typing import Any
 
 ALICE_TEA = "My favourite tea is genmaicha, roasted rice and green tea."
 BOB_SECRET = "Bob's secret: the vault code is oolong-7781."
+ALICE_ASKED = "what do I drink in the morning"
 
 
 def populate(folder: Path) -> dict[str, Any]:
@@ -30,6 +31,7 @@ def populate(folder: Path) -> dict[str, Any]:
     ids["fact"] = alice.semantic.add_fact("Alice", "lives in", "Lyon")
     ids["alice_tea"] = next(i.id for i in alice.episodic.get_session("monday") if "genmaicha, roasted" in i.content)
     ids["tea_fact"] = alice.semantic.add_fact("Alice", "likes", "genmaicha", source_id=ids["alice_tea"])
+    alice.get(input=ALICE_ASKED)  # an entry of the access log
     bob = HierarchicalMemory.from_defaults(user_id="bob", session_id="b1", persist_dir=str(folder))
     bob.put(ChatMessage(role="user", content=BOB_SECRET))
     ids["bob"] = bob.episodic.get_session("b1")[0].id

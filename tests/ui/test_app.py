@@ -279,3 +279,24 @@ def test_timeline_by_date_range_and_a_memorys_sources_and_derived(memory: Any) -
 def test_the_graph_frame_is_not_scripts_and_same_origin(memory: Any) -> None:
     frame = client(memory, allow_edits=False).get("/graph").text
     assert 'sandbox="allow-scripts"' in frame and "allow-same-origin" not in frame
+
+
+def test_the_access_log_shows_what_get_showed_and_can_be_erased(
+    memory: Any, two_users: tuple[Path, dict[str, Any]]
+) -> None:
+    from llama_index_memory_hierarchy import HierarchicalMemory
+
+    folder, ids = two_users
+    with HierarchicalMemory.from_defaults(user_id="alice", session_id="agent-run", persist_dir=str(folder)) as agent:
+        agent.get(input="which tea do I like")
+    web = client(memory, allow_edits=True)
+    web.get("/context?input=my+favourite+drink")  # the inspector's own preview is not logged
+    page = web.get("/access-log")
+    assert page.status_code == 200 and "which tea do I like" in page.text and "agent-run" in page.text
+    assert f'data-memory-id="{ids["alice_tea"]}"' in page.text and "my favourite drink" not in page.text
+    assert "oolong" not in page.text
+    token = web.app.state.inspector.csrf_token
+    assert client(memory, allow_edits=False).post("/access-log", data={"csrf_token": token}).status_code == 403
+    assert web.post("/access-log", data={}).status_code == 403
+    assert web.post("/access-log", data={"csrf_token": token}).status_code == 303
+    assert "which tea do I like" not in web.get("/access-log").text and memory.manager.access_log() == []

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inspector_data import BOB_SECRET
+from inspector_data import ALICE_ASKED, BOB_SECRET
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
 from selenium.common.exceptions import WebDriverException  # noqa: E402
@@ -222,6 +222,20 @@ def test_another_users_id_in_the_url_gets_nothing(
         assert browser.find_elements(By.ID, "error-detail"), path
     assert not any("oolong" in r.text for r in search_for(browser, server, "vault code"))
     browser.get_log("browser")  # the refusals above log their 403/404 as console errors by design
+
+
+def test_the_access_log_shows_what_get_showed(server: str, browser: Any) -> None:
+    # before any forget: forgetting a memory also drops the log rows that name it
+    browser.get(f"{server}/access-log")
+    wait_for(browser, "main h1")
+    assert "Access log" in browser.find_element(By.TAG_NAME, "h1").text
+    row = next(r for r in browser.find_elements(By.CSS_SELECTOR, "#access-log .access") if ALICE_ASKED in r.text)
+    assert "monday" in row.text and row.find_elements(By.CSS_SELECTOR, "li[data-memory-id] a")
+    erase = browser.find_element(By.ID, "erase-log")
+    erase.click()
+    wait_until_replaced(browser, erase)
+    assert wait_for(browser, "#no-accesses")
+    assert console_errors(browser) == []
 
 
 def test_forget_asks_first_then_removes_the_memory_from_search(server: str, browser: Any) -> None:
