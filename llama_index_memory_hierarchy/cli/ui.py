@@ -17,16 +17,17 @@ def register(commands: Any, parents: list[argparse.ArgumentParser], formatter: A
         "ui",
         parents=parents,
         formatter_class=formatter,
-        help="inspect a user's memory in the browser (search with reasons, timeline, graph, profile, get())",
+        help="inspect a user's memory in the browser (search with reasons, lists, timeline, graph, get(), access log)",
         description="Serve a local web page over ONE user's memory (--user with --dir, or a --config "
-        "deployment): search with explanations, the timeline by session, the knowledge graph, the profile and "
-        "what get() would inject for an input. Read-only unless --allow-edits (pin, forget, forget everything). "
+        "deployment): search with explanations, filtered lists, the timeline by session and dates, the knowledge "
+        "graph, the profile, what get() would inject for an input and what it showed (the access log). Read-only "
+        "unless --allow-edits (create, edit, pin, forget, erase the access log, forget everything). "
         "The user is fixed for the server's life: no URL reaches another user's data. Every page needs the "
         "secret link printed at start (a new secret each run, kept in a cookie once opened).",
     )
     ui.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, loopback only)")
     ui.add_argument("--port", type=int, default=8770, help="port (default: 8770)")
-    ui.add_argument("--allow-edits", action="store_true", help="allow pin / forget / forget everything from the page")
+    ui.add_argument("--allow-edits", action="store_true", help="allow create / edit / pin / forget from the page")
     ui.set_defaults(handler=run_ui)
 
 
