@@ -54,7 +54,9 @@ async def browse_and_forget(session: ClientSession, user: str) -> None:
     )
     assert porto["tier"] == "episodic"
     honey = structured(
-        await remember("The user sold honey at the market.", tier="episodic", tags=["bees"]), schemas, "remember"
+        await remember("The user sold honey from the bees at the market.", tier="episodic", tags=["bees"]),
+        schemas,
+        "remember",
     )
     chess = structured(await remember("The user plays chess on Sundays.", tags=["hobby"]), schemas, "remember")
 
