@@ -96,7 +96,8 @@ def test_an_instruction_deleted_by_the_agent_is_gone_from_every_path(persist_dir
     listed, removed = log["tool_results"]
     assert "Never book flights before 9 am." in listed and removed.startswith("Removed standing instruction")
     (later,) = run_turns("function", persist_dir, [["s3", "Book me a flight to Rome; any rule about flight times?"]])
-    assert "Never book flights" not in json.dumps(later["sent"])
+    # no standing rule reaches the LLM any more (the user's own turn stays an episodic record, quoted as data)
+    assert "Standing instructions" not in json.dumps(later["sent"])
 
     from llama_index_memory_hierarchy import HierarchicalMemory
 
