@@ -7,7 +7,7 @@ from typing import Any
 
 ALICE_TEA = "My favourite tea is genmaicha, roasted rice and green tea."
 BOB_SECRET = "Bob's secret: the vault code is oolong-7781."
-ALICE_ASKED = "what do I drink in the morning"
+ALICE_ASKED = "what is my favourite tea"
 
 
 def populate(folder: Path) -> dict[str, Any]:
