@@ -154,13 +154,13 @@ def test_chinese_turns_are_summarised_too() -> None:
     """Chinese has no spaces: sentences end at 。！？ and words are counted as jieba segments them
     (a space-split count saw one word in every Chinese sentence, so no Chinese turn was ever kept)."""
     turns = [
-        ("user", "我去看了周杰伦的演唱会，非常震撼。我最喜欢他的《听妈妈的话》。"),
+        ("user", "我去听了一场交响乐音乐会，非常感动。我最喜欢其中的《新世界》。"),
         ("assistant", "好。"),
         ("user", "我妹妹下个月要搬到杭州工作。"),
     ]
     lines = extractive_lines(None, turns, cap_tokens=200)
-    assert (0, "- user: 我去看了周杰伦的演唱会，非常震撼。") in lines
-    assert (0, "- user: 我最喜欢他的《听妈妈的话》。") in lines
+    assert (0, "- user: 我去听了一场交响乐音乐会，非常感动。") in lines
+    assert (0, "- user: 我最喜欢其中的《新世界》。") in lines
     assert (2, "- user: 我妹妹下个月要搬到杭州工作。") in lines
     assert all(source != 1 for source, _ in lines)  # "好。" says nothing
     long = extractive_lines(None, [("user", "我喜欢" + "很长的句子" * 60 + "。")], cap_tokens=2000)

@@ -45,7 +45,7 @@ def test_tokenize_drops_punctuation_and_folds_case() -> None:
 
 
 def test_keyword_terms_keep_content_words_in_order() -> None:
-    assert keyword_terms("What did Caroline research?") == ["caroline", "research"]
+    assert keyword_terms("What did Priya study?") == ["priya", "study"]
     assert keyword_terms("When did Melanie paint a sunrise, and when?") == ["melanie", "paint", "sunrise"]
 
 
@@ -92,8 +92,8 @@ def test_light_stem_is_total_and_idempotent_on_length(word: str) -> None:
 
 def test_stem_text_and_keyword_query_meet() -> None:
     assert stem_text("Caroline went camping with her families!") == "carolin went camp with her famili"
-    assert keyword_query("Where has Melanie camped?") == "melani camp"
-    assert set(keyword_query("Where has Melanie camped?").split()) <= set(stem_text("Melanie: camping trip").split())
+    assert keyword_query("Where has Rosa camped?") == "rosa camp"
+    assert set(keyword_query("Where has Rosa camped?").split()) <= set(stem_text("Rosa: camping trip").split())
 
 
 def test_tokenizer_is_pluggable() -> None:
@@ -187,22 +187,22 @@ def _spans(query: str, now: datetime | None = NOW) -> list[tuple[str, str, str]]
 @pytest.mark.parametrize(
     ("query", "expected"),
     [
-        ("What did Nate do for Joanna on 25 May, 2022?", [("2022-05-25", "2022-05-26", "day")]),
+        ("What did Omar bake for Lena on 25 May, 2022?", [("2022-05-25", "2022-05-26", "day")]),
         ("What painting did Melanie show on October 13, 2023?", [("2023-10-13", "2023-10-14", "day")]),
         ("Where was the forest picture shared on December 1,2023 taken?", [("2023-12-01", "2023-12-02", "day")]),
         ("What happened on the 3rd of March 2021?", [("2021-03-03", "2021-03-04", "day")]),
-        ("Where did Joanna travel to in July 2022?", [("2022-07-01", "2022-08-01", "month")]),
-        ("What state did Joanna visit in summer 2021?", [("2021-06-01", "2021-09-01", "season")]),
-        ("When did John get an ankle injury in 2023?", [("2023-01-01", "2024-01-01", "year")]),
+        ("Where did Lena fly to in July 2022?", [("2022-07-01", "2022-08-01", "month")]),
+        ("Which island did Lena tour in summer 2021?", [("2021-06-01", "2021-09-01", "season")]),
+        ("When did Omar sprain his wrist in 2023?", [("2023-01-01", "2024-01-01", "year")]),
         ("Meeting on 2023-02-30 or 2023-02-28?", [("2023-02-28", "2023-03-01", "day")]),
-        ("Which outdoor spot did Joanna visit in May?", [("2023-05-01", "2023-06-01", "month")]),
+        ("Which beach did Lena visit in May?", [("2023-05-01", "2023-06-01", "month")]),
         ("What did she write yesterday?", [("2023-06-14", "2023-06-15", "day")]),
         ("What did we do last month?", [("2023-05-01", "2023-06-01", "month")]),
         ("Plans for next year?", [("2024-01-01", "2025-01-01", "year")]),
         ("What did we do last week?", [("2023-06-05", "2023-06-12", "week")]),
         ("What happened last weekend?", [("2023-06-10", "2023-06-12", "day")]),
         ("What did I buy two weeks ago?", [("2023-05-30", "2023-06-03", "week")]),
-        ("What did Caroline research?", []),
+        ("What did Priya study?", []),
         ("Who may come to the party?", []),
     ],
 )
@@ -278,12 +278,12 @@ def test_time_score_takes_the_best_hint() -> None:
 @pytest.mark.parametrize(
     ("query", "temporal"),
     [
-        ("When did Caroline go to the LGBTQ support group?", True),
+        ("When did Priya go to the chess club?", True),
         ("How long has Tim been playing the piano?", True),
         ("In what year did Jon open his studio?", True),
-        ("Which month was John in Italy?", True),
-        ("What did Caroline research?", False),
-        ("Where has Melanie camped?", False),
+        ("Which month was Omar in Peru?", True),
+        ("What did Priya study?", False),
+        ("Where has Rosa camped?", False),
     ],
 )
 def test_has_temporal_intent(query: str, temporal: bool) -> None:
@@ -308,7 +308,7 @@ def test_has_time_expression(text: str, expected: bool) -> None:
 # ------------------------------------------------------------------ entities
 def test_mentioned_names_whole_words_and_possessives() -> None:
     names = {"Caroline", "Mel", "Jon Snow"}
-    assert mentioned_names("What is Caroline's identity?", names) == {"Caroline"}
+    assert mentioned_names("What is Caroline's hometown?", names) == {"Caroline"}
     assert mentioned_names("Did Melanie paint?", names) == set()  # "Mel" inside a word does not count
     assert mentioned_names("Where did jon snow go?", names) == {"Jon Snow"}
     assert mentioned_names("Anyone?", {""}) == set()

@@ -295,11 +295,11 @@ def test_the_answer_to_a_question_owns_its_words(make_memory) -> None:
 
 
 def test_what_an_asker_says_of_itself_stays_its_own(make_memory) -> None:
-    """ "我很喜欢打羽毛球和跑步，你也喜欢运动吗？" states what the user likes before it asks: the reply owns the
-    question's words, not the user's badminton, and the user's turn answers the later question about them."""
+    """ "我很喜欢爬山和骑车，你也喜欢户外活动吗？" states what the user likes before it asks: the reply owns the
+    question's words, not the user's hiking, and the user's turn answers the later question about them."""
     memory = make_memory(user_id="ann", session_id="sport")
-    statement = "那太好了，我很喜欢打羽毛球、跑步和游泳，你也喜欢运动吗？"
-    reply = "我不具有运动能力，但我可以为你提供运动的建议和指导。"
+    statement = "太棒了，我很喜欢爬山、骑车和滑雪，你也喜欢户外活动吗？"
+    reply = "我没有身体，不能去户外，但我可以为你提供户外活动的建议。"
     memory.put_messages(
         [
             ChatMessage(role="user", content=statement),
@@ -308,7 +308,7 @@ def test_what_an_asker_says_of_itself_stays_its_own(make_memory) -> None:
             ChatMessage(role="assistant", content="编程入门不难，多写多练就好。"),
         ]
     )
-    ranked = {item.content: item for item in memory.search("我不喜欢打羽毛球和跑步，对吗？", limit=4)}
+    ranked = {item.content: item for item in memory.search("我不喜欢爬山和骑车，对吗？", limit=4)}
     assert ranked[statement].explanation["keyword"] > ranked[reply].explanation["keyword"]
     assert ranked[statement].score > ranked[reply].score
 
