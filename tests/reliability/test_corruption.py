@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import os
+import random
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -27,6 +28,12 @@ FACTS = [
     "the car is booked for its service on the 12th",
     "grandma's birthday is on the 3rd of May",
 ] + [f"filler memory number {i} about groceries and errands" for i in range(40)]
+
+
+def _garbage(size: int) -> bytes:
+    """Random bytes from a fixed seed: the same damage every run, so a failure can be reproduced (qdrant-edge once
+    aborted the whole process on one unseeded draw of the segment damage)."""
+    return random.Random(size).randbytes(size)
 
 
 def _open(folder: Path, user: str = "alice") -> HierarchicalMemory:
@@ -92,7 +99,7 @@ def _expect_store_error(folder: Path, names: str) -> StoreError:
 
 def test_garbage_sqlite_file_is_named(filled: Path) -> None:
     db = filled / "memory.db"
-    db.write_bytes(os.urandom(db.stat().st_size))
+    db.write_bytes(_garbage(db.stat().st_size))
     error = _expect_store_error(filled, str(db))
     assert "not a SQLite database" in str(error)
 
@@ -115,7 +122,7 @@ def test_damaged_page_inside_sqlite_file_is_named(filled: Path) -> None:
     connection.close()
     with db.open("r+b") as handle:
         handle.seek((root - 1) * page_size)
-        handle.write(os.urandom(page_size))
+        handle.write(_garbage(page_size))
     _expect_store_error(filled, str(db))
 
 
@@ -123,7 +130,7 @@ def test_garbage_wal_file_does_not_break_the_store(filled: Path) -> None:
     """SQLite ignores WAL frames whose checksums fail; committed, checkpointed data stays readable."""
     with _open(filled) as memory:
         memory.context.runtime.run(memory.context.records.close())
-    (filled / "memory.db-wal").write_bytes(os.urandom(64 * 1024))
+    (filled / "memory.db-wal").write_bytes(_garbage(64 * 1024))
     _assert_healthy(filled)
 
 
@@ -144,9 +151,9 @@ def _segment(folder: Path) -> Path:
 @pytest.mark.parametrize(
     ("name", "damage"),
     [
-        ("segment.json", lambda seg, space: (seg / "segment.json").write_bytes(os.urandom(200))),
-        ("id tracker", lambda seg, space: (seg / "mutable_id_tracker.mappings").write_bytes(os.urandom(300))),
-        ("wal", lambda seg, space: (space / "wal" / "open-1").write_bytes(os.urandom(4096))),
+        ("segment.json", lambda seg, space: (seg / "segment.json").write_bytes(_garbage(200))),
+        ("id tracker", lambda seg, space: (seg / "mutable_id_tracker.mappings").write_bytes(_garbage(300))),
+        ("wal", lambda seg, space: (space / "wal" / "open-1").write_bytes(_garbage(4096))),
         ("edge_config.json", lambda seg, space: (space / "edge_config.json").write_bytes(b"\x00{not json")),
         ("vectors truncated", lambda seg, space: os.truncate(seg / "vector_storage" / "vectors" / "chunk_0.mmap", 100)),
     ],
@@ -169,7 +176,7 @@ def test_damaged_graph_file_is_named_then_rebuilt(filled: Path, damage: str) -> 
     for extra in ("graph.db-wal", "graph.db-shm"):
         (filled / extra).unlink(missing_ok=True)
     if damage == "garbage":
-        graph.write_bytes(os.urandom(graph.stat().st_size))
+        graph.write_bytes(_garbage(graph.stat().st_size))
     else:
         os.truncate(graph, 200)
     with _open(filled) as memory:
