@@ -57,6 +57,7 @@ def _base(command: str, work: Path) -> list[str]:
         "ask": ["ask", "What is in the doc?"],
         "graph": ["graph"],
         "reindex": ["reindex"],
+        "procedural": ["procedural"],
     }[command]
 
 
