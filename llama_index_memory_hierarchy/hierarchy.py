@@ -500,6 +500,8 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
     @traced("get")
     async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
         """Async twin of :meth:`get`."""
+        if input is not None and not isinstance(input, str):
+            raise MemoryValidationError("input", f"must be a string or None, got {type(input).__name__}")
         with contextlib.suppress(MemoryValidationError):  # the search below says what is wrong with it
             self._context.embeddings.start_query(validate_content(input, "input"))  # runs while the rest reads
         history = await self._ahistory()
