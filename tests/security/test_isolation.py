@@ -123,7 +123,12 @@ class World:
                 assert marker not in rendered, f"{user} saw data of {other}: {rendered[:300]}"
 
     def snapshot(self, user: str) -> tuple[Any, ...]:
-        """Everything stored for ``user``: record ids, rows per user-scoped table, graph rows."""
+        """Everything stored for ``user``: record ids, rows per user-scoped table, graph rows.
+
+        The access writer's queue is written first: a row a user's own earlier ``get()`` queued (the access log)
+        must not be taken for a change made by the next step's actor."""
+        context = next(iter(self.memories.values())).context  # one folder: every memory shares it
+        context.runtime.run(context.accesses.aflush())
         db = sqlite3.connect(f"file:{self.folder / 'memory.db'}?mode=ro", uri=True)
         try:
             ids = frozenset(r[0] for r in db.execute("SELECT id FROM memories WHERE user_id = ?", (user,)))
