@@ -35,7 +35,11 @@ def _texts(messages: list[ChatMessage]) -> list[str]:
 _JSON_SKIPS_IT = pytest.mark.xfail(
     strict=True, reason="LlamaIndex's JsonSerializer skips a ChatMemoryBuffer ('known unserializable key: memory')"
 )
-_PAUSED_LOSES_IT = pytest.mark.xfail(strict=True, reason="a pickled ChatMemoryBuffer resumes without the tool result")
+#: Not strict: LlamaIndex's own pickled buffer loses the tool result on some runs only (a difference of the reference
+#: class, not of this memory, whose cases stay strict).
+_PAUSED_LOSES_IT = pytest.mark.xfail(
+    strict=False, reason="a pickled ChatMemoryBuffer resumes without the tool result on some runs"
+)
 
 
 @pytest.mark.parametrize(
