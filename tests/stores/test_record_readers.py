@@ -81,14 +81,18 @@ def test_a_read_that_suspends_is_refused() -> None:
 
 
 async def test_closing_the_store_stops_its_reader_threads(tmp_path: Path) -> None:
+    def reader_threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name.startswith("lmh-sqlite-read")}
+
+    others = reader_threads()  # stores other tests left open in this process keep their own
     store = SQLRecordStore(f"sqlite+aiosqlite:///{tmp_path / 'memory.db'}")
     await store.start()
     await store.get("alice", [(await store.insert([_record("hello")]))[0]])
     assert await store.count("alice") == 1  # a read of unbounded size: in a reader thread
-    assert [t for t in threading.enumerate() if t.name.startswith("lmh-sqlite-read")]
+    assert reader_threads() - others
     readers = store._readers
     await store.close()
-    assert not [t for t in threading.enumerate() if t.name.startswith("lmh-sqlite-read")]
+    assert not reader_threads() - others
     assert readers is not None and not readers._owned  # the calling threads' own connections are closed too
 
     async def one(conn) -> None:  # type: ignore[no-untyped-def]
