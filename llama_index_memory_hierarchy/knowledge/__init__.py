@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
     "KnowledgeBase": "llama_index_memory_hierarchy.knowledge.base",
-    "IngestReport": "llama_index_memory_hierarchy.knowledge.base",
-    "IngestError": "llama_index_memory_hierarchy.knowledge.base",
-    "DocumentInfo": "llama_index_memory_hierarchy.knowledge.base",
-    "kb_namespace": "llama_index_memory_hierarchy.knowledge.base",
+    "IngestReport": "llama_index_memory_hierarchy.knowledge.ingest",
+    "IngestError": "llama_index_memory_hierarchy.knowledge.ingest",
+    "DocumentInfo": "llama_index_memory_hierarchy.knowledge.manifest",
+    "kb_namespace": "llama_index_memory_hierarchy.knowledge.scope",
     "MarkdownHeadingSplitter": "llama_index_memory_hierarchy.knowledge.chunking",
     "DocumentLoadError": "llama_index_memory_hierarchy.knowledge.loaders",
     "SUPPORTED_EXTENSIONS": "llama_index_memory_hierarchy.knowledge.loaders",
@@ -43,22 +43,19 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from llama_index_memory_hierarchy.knowledge.base import (
-        DocumentInfo,
-        IngestError,
-        IngestReport,
-        KnowledgeBase,
-        kb_namespace,
-    )
+    from llama_index_memory_hierarchy.knowledge.base import KnowledgeBase
     from llama_index_memory_hierarchy.knowledge.chunking import MarkdownHeadingSplitter
+    from llama_index_memory_hierarchy.knowledge.ingest import IngestError, IngestReport
     from llama_index_memory_hierarchy.knowledge.loaders import (
         SUPPORTED_EXTENSIONS,
         DocumentLoadError,
         default_file_extractor,
         load_file,
     )
+    from llama_index_memory_hierarchy.knowledge.manifest import DocumentInfo
     from llama_index_memory_hierarchy.knowledge.query_engine import KnowledgeQueryEngine, build_context
     from llama_index_memory_hierarchy.knowledge.retriever import KnowledgeRetriever, SearchTrace
+    from llama_index_memory_hierarchy.knowledge.scope import kb_namespace
 
 
 def __getattr__(name: str) -> Any:

@@ -49,7 +49,7 @@ from llama_index_memory_hierarchy.knowledge.retriever import (
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.llms import LLM
 
-    from llama_index_memory_hierarchy.knowledge.base import KnowledgeBase
+    from llama_index_memory_hierarchy.knowledge.scope import KnowledgeScope
     from llama_index_memory_hierarchy.tiers.base import MemoryTier
 
 logger = logging.getLogger(__name__)
@@ -267,9 +267,9 @@ class KnowledgeQueryEngine(BaseQueryEngine):
         super().__init__(callback_manager=callback_manager or CallbackManager([]))
 
     @classmethod
-    def from_knowledge_base(
+    def from_scope(
         cls,
-        knowledge_base: KnowledgeBase,
+        scope: KnowledgeScope,
         *,
         llm: LLM | None = None,
         mqe_queries: int = 3,
@@ -281,7 +281,7 @@ class KnowledgeQueryEngine(BaseQueryEngine):
         rerank_candidates: int = 3,
         **kwargs: Any,
     ) -> KnowledgeQueryEngine:
-        """Build over ``knowledge_base``; with ``rerank``, ``rerank_candidates`` x top_k chunks are retrieved
+        """Build over the knowledge base ``scope``; with ``rerank``, ``rerank_candidates`` x top_k chunks are retrieved
         and the reranker (then ``node_postprocessors``) picks the best ``similarity_top_k``."""
         postprocessors = [*([rerank] if rerank is not None else []), *(node_postprocessors or [])]
         for position, processor in enumerate(postprocessors):
@@ -290,12 +290,10 @@ class KnowledgeQueryEngine(BaseQueryEngine):
                     "node_postprocessors", f"item {position} is a {type(processor).__name__}, not a node postprocessor"
                 )
         fetch = similarity_top_k * rerank_candidates if rerank is not None else similarity_top_k
-        retriever = knowledge_base.as_retriever(
-            similarity_top_k=fetch, mqe_queries=mqe_queries, hyde=hyde, llm=llm or knowledge_base.llm
-        )
+        retriever = KnowledgeRetriever(scope, similarity_top_k=fetch, mqe_queries=mqe_queries, hyde=hyde, llm=llm)
         return cls(
             retriever,
-            llm=llm or knowledge_base.llm,
+            llm=llm,
             node_postprocessors=postprocessors,
             similarity_top_k=similarity_top_k,
             streaming=streaming,
@@ -469,11 +467,11 @@ class KnowledgeQueryEngine(BaseQueryEngine):
         """Store the answer in the write-back tier (tier coroutines run on the store runtime loop)."""
         assert self.write_back is not None
         coro = self.write_back.aadd(**self._memory(query_bundle, answer, sources))
-        return await self.retriever.knowledge_base.runtime.arun(coro)
+        return await self.retriever.scope.runtime.arun(coro)
 
     def _memory(self, query_bundle: QueryBundle, answer: str, sources: list[NodeWithScore]) -> dict[str, Any]:
         """The write-back memory: question and answer, with the chunks it came from."""
-        kb = self.retriever.knowledge_base
+        kb = self.retriever.scope
         cited = [
             {
                 "doc_id": n.node.metadata.get("doc_id"),

@@ -51,7 +51,7 @@ from llama_index_memory_hierarchy.ranking.fusion import rrf_fuse
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.llms import LLM
 
-    from llama_index_memory_hierarchy.knowledge.base import KnowledgeBase
+    from llama_index_memory_hierarchy.knowledge.scope import KnowledgeScope
     from llama_index_memory_hierarchy.stores.base import Record
 
 logger = logging.getLogger(__name__)
@@ -170,7 +170,7 @@ class KnowledgeRetriever(BaseRetriever):
 
     def __init__(
         self,
-        knowledge_base: KnowledgeBase,
+        scope: KnowledgeScope,
         *,
         similarity_top_k: int = 5,
         mqe_queries: int = 0,
@@ -185,14 +185,14 @@ class KnowledgeRetriever(BaseRetriever):
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
-        self.knowledge_base = knowledge_base
+        self.scope = scope
         self.similarity_top_k = _check_count(similarity_top_k, "similarity_top_k", 1, 1000)
         self.mqe_queries = _check_count(mqe_queries, "mqe_queries", 0, _MAX_MQE)
         self.hyde = bool(hyde)
         self.llm = llm
         self.candidate_k = None if candidate_k is None else _check_count(candidate_k, "candidate_k", 1, 10_000)
         self.keyword = keyword
-        self.rrf_k = rrf_k or knowledge_base.context.config.rrf_k
+        self.rrf_k = rrf_k or scope.context.config.rrf_k
         if isinstance(expansion_weight, bool) or not isinstance(expansion_weight, (int, float)):
             raise MemoryValidationError("expansion_weight", f"must be a number, got {expansion_weight!r}")
         if not 0.0 <= expansion_weight <= 1.0:
@@ -286,7 +286,7 @@ class KnowledgeRetriever(BaseRetriever):
             except Exception as exc:
                 self._expansion_failed(trace, "HyDE", exc)
         trace.llm_seconds = time.perf_counter() - started
-        return self.knowledge_base.runtime.run(self._asearch(query_bundle, trace, top_k))
+        return self.scope.runtime.run(self._asearch(query_bundle, trace, top_k))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         mqe, hyde, top_k = self._options()
@@ -300,7 +300,7 @@ class KnowledgeRetriever(BaseRetriever):
         if tasks:
             await asyncio.gather(*tasks)  # the expansion calls run concurrently
         trace.llm_seconds = time.perf_counter() - started
-        return await self.knowledge_base.runtime.arun(self._asearch(query_bundle, trace, top_k))
+        return await self.scope.runtime.arun(self._asearch(query_bundle, trace, top_k))
 
     async def _amqe(self, llm: LLM, query_bundle: QueryBundle, n: int, trace: SearchTrace) -> None:
         try:
@@ -327,7 +327,7 @@ class KnowledgeRetriever(BaseRetriever):
 
     # ------------------------------------------------------------------ the search (runtime loop)
     async def _asearch(self, query_bundle: QueryBundle, trace: SearchTrace, top_k: int) -> list[NodeWithScore]:
-        kb = self.knowledge_base
+        kb = self.scope
         ctx = kb.context
         started = time.perf_counter()
         candidates = self.candidate_k or max(top_k * ctx.config.candidate_multiplier, 20)
@@ -380,11 +380,11 @@ class KnowledgeRetriever(BaseRetriever):
         return nodes
 
     async def _dense(self, vector: np.ndarray, limit: int) -> list[tuple[str, float]]:
-        kb = self.knowledge_base
+        kb = self.scope
         return await kb.context.adense_search(kb.user_id, vector, namespace=kb.namespace, limit=limit)
 
     async def _keyword(self, text: str, limit: int) -> list[tuple[str, float]]:
-        kb = self.knowledge_base
+        kb = self.scope
         return await kb.context.records.keyword_search(kb.user_id, text, namespace=kb.namespace, limit=limit)
 
 

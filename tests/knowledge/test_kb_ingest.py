@@ -66,7 +66,7 @@ def test_unchanged_files_cost_no_embedding_and_changed_ones_only_their_new_chunk
 def _chunks(kb, path: Path):
     from llama_index_memory_hierarchy.types import MemoryFilter
 
-    return kb.runtime.run(kb._aiter_records(MemoryFilter(metadata={"doc_id": str(path.resolve())})))
+    return kb.runtime.run(kb.scope.arecords(MemoryFilter(metadata={"doc_id": str(path.resolve())})))
 
 
 def test_add_text_replace_delete_and_clear(make_kb) -> None:
