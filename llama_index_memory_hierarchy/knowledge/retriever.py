@@ -46,6 +46,7 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, Te
 from pydantic import BaseModel, Field
 
 from llama_index_memory_hierarchy.errors import LLMRequiredError, MemoryValidationError
+from llama_index_memory_hierarchy.knowledge.manifest import FILE_META_KEYS, RESERVED_KEYS
 from llama_index_memory_hierarchy.ranking.fusion import rrf_fuse
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,26 +59,8 @@ logger = logging.getLogger(__name__)
 
 #: Metadata of a chunk that citations and the LLM context show (the rest is bookkeeping).
 CITATION_KEYS = ("file_name", "heading_path", "page_label")
-_BOOKKEEPING = (
-    "doc_hash",
-    "chunk_hash",
-    "chunk_index",
-    "chunk_count",
-    "part",
-    "start_char",
-    "end_char",
-    "tokens",
-    "headings",
-    "kb",
-    "memory_id",
-    "doc_id",
-    "source",
-    "file_path",
-    "file_type",
-    "file_size",
-    "creation_date",
-    "last_modified_date",
-)
+#: Bookkeeping the LLM is not shown: every key the knowledge base owns or the reader adds, but the citation.
+_BOOKKEEPING = frozenset({*RESERVED_KEYS, *FILE_META_KEYS, "memory_id", "file_path"} - set(CITATION_KEYS))
 _LIST_MARKER = re.compile(r"^\s*(?:[-*•]+|\(?\d{1,2}[.):]|query\s*\d*\s*[:.-])\s*", re.IGNORECASE)
 _MAX_MQE = 10
 
