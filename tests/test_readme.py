@@ -42,3 +42,13 @@ def test_the_quick_start_runs_as_pasted(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip(), "the agent said nothing"
     assert (tmp_path / "memory_data").is_dir()
+
+
+def test_readme_images_render_on_pypi_and_exist_in_the_repository() -> None:
+    """PyPI shows the README without the repository: an image needs an absolute URL, to a file that is here."""
+    prefix = "https://raw.githubusercontent.com/llama-index-memory-hierarchy/llama-index-memory-hierarchy/main/"
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", README.read_text(encoding="utf-8"))
+    assert images
+    for image in images:
+        assert image.startswith(prefix), image
+        assert (README.parent / image.removeprefix(prefix)).is_file(), image
