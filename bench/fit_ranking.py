@@ -96,7 +96,8 @@ def collect(
         columns = np.array([[i.explanation.get(s, 0.0) for s in WEIGHTED_SIGNALS] for i in items]).reshape(-1, 8)
         rest = np.array([(i.score or 0.0) - sum(i.explanation.get(s, 0.0) for s in WEIGHTED_SIGNALS) for i in items])
         slots = [system.slot(i.metadata, i.content) for i in items]
-        episodic = [str(i.metadata.get("dia_id")) for i in memory.episodic.retrieve(qa.question, limit=max(KS))]
+        tier = memory.episodic.retrieve(qa.question, limit=max(KS), ranking=UNFITTED)
+        episodic = [str(i.metadata.get("dia_id")) for i in tier]
         question = Question(dataset, fold, qa.category, groups, columns, rest, slots, episodic)
         if floor:
             question.floored = [

@@ -232,6 +232,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
             session_id=self.session_id,
             config=self.config,
             delete=self._adelete,
+            search=self._asearch_tier,
             on_evict=self._aon_evict,
             **self._tier_options,
         )
@@ -253,6 +254,12 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
             llm_given=self._llm,
         )
         self._manager = MemoryManager(deps)
+
+    async def _asearch_tier(
+        self, memory_type: MemoryType, query: str, limit: int = 5, **filters: Any
+    ) -> list[MemoryItem]:
+        """A tier's retrieval: the cross-tier search restricted to that tier (one scorer for every read path)."""
+        return await asearch(self, query, limit, memory_types=[memory_type], **filters)
 
     async def _aon_evict(self, items: list[MemoryItem]) -> None:
         """Working memory evicted ``items``: the ones that matter and are not durable yet move to episodic."""

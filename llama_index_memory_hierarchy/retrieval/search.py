@@ -439,17 +439,6 @@ class CrossTierSearch(RuntimeBound):
         this call) and ``min_score`` (a score every result reaches, in place of the relevance floor). Each item
         has ``score`` and ``explanation`` set. Nothing relevant gives an empty list.
         """
-        return await self._asearch(query, limit, memory_types=memory_types, **filters)
-
-    # ------------------------------------------------------------------ the search
-    async def _asearch(
-        self,
-        query: str,
-        limit: int,
-        *,
-        memory_types: Sequence[MemoryType | str] | None,
-        **filters: Any,
-    ) -> list[MemoryItem]:
         query = validate_content(query, "query")
         limit = validate_positive_int(limit, "limit")
         types = memory_types_of(memory_types)
@@ -476,6 +465,8 @@ class CrossTierSearch(RuntimeBound):
         if not ranked:
             logger.debug("nothing relevant for a query of %d characters", len(query))
         context.accesses.record(self.memory.user_id, [i.id for i in ranked if i.memory_type is not MemoryType.WORKING])
+        if MemoryType.WORKING in types:
+            self.memory.working.touch([i.id for i in ranked if i.memory_type is MemoryType.WORKING])
         return ranked
 
     async def _acandidates(

@@ -7,12 +7,12 @@ the sync twins here only wait for them, so no tier repeats logic between them.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 from itertools import islice
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.errors import MemoryHierarchyError, MemoryValidationError
 from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
 from llama_index_memory_hierarchy.types import (
     MAX_BATCH_ITEMS,
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 #: Forgetting strategies every tier accepts (a tier may raise for one it cannot apply).
 FORGET_STRATEGIES = ("importance_based", "time_based", "capacity_based", "decay")
+#: The cross-tier search restricted to one tier: ``(query, limit, **filters)`` -> the ranked memories
+#: (``retrieval.search.CrossTierSearch``; the tier set wires it, see :meth:`MemoryTier.search_through`).
+TierSearch = Callable[..., Awaitable[list[MemoryItem]]]
 
 
 class MemoryTier(RuntimeBound, ABC):
@@ -46,6 +49,15 @@ class MemoryTier(RuntimeBound, ABC):
         self.user_id = validate_identifier(user_id, "user_id")
         self.session_id = None if session_id is None else validate_identifier(session_id, "session_id")
         self._runtime = runtime
+        self._search: TierSearch | None = None
+
+    def search_through(self, search: TierSearch) -> None:
+        """Retrieve through ``search``: the memory's cross-tier search restricted to this tier.
+
+        Why: one scorer ranks every read path, so a tier's ``retrieve`` and the hierarchy's ``search`` give
+        the same scores for the same memories; the search lives above the tiers and is handed down.
+        """
+        self._search = search
 
     @property
     def runtime(self) -> Runtime:
@@ -70,9 +82,16 @@ class MemoryTier(RuntimeBound, ABC):
     async def aadd_many(self, items: Sequence[MemoryItem | str], *, dedupe: bool = False) -> list[str]:
         """Store many memories with one batched embedding call; return their ids in order."""
 
-    @abstractmethod
     async def aretrieve(self, query: str, limit: int = 5, **filters: Any) -> list[MemoryItem]:
-        """Best memories for ``query`` (``score`` set), honouring ``MemoryFilter`` keys."""
+        """Best memories for ``query`` of this tier (``score`` and ``explanation`` set), honouring ``MemoryFilter``
+        keys and the search's own (``include_history``, ``ranking``, ``min_score``): the cross-tier search
+        restricted to this tier."""
+        if self._search is None:
+            raise MemoryHierarchyError(
+                f"this {self.memory_type.value} tier has no search: retrieve through a tier of a HierarchicalMemory "
+                f"(memory.{self.memory_type.value}.retrieve) or memory.search(..., memory_types=[...])"
+            )
+        return await self._search(query, limit, **filters)
 
     @abstractmethod
     async def aget(self, memory_id: str) -> MemoryItem | None:

@@ -1,8 +1,9 @@
 """``StoredTier``: what episodic, semantic and perceptual memory share.
 
 Their memories live in the shared record store (the source of truth) and the vector and
-keyword indexes derived from it: durable writes, hybrid retrieval, updates, removal and
-forgetting, all scoped to one user. A subclass changes what differs through hooks
+keyword indexes derived from it: durable writes, updates, removal and forgetting, all scoped
+to one user (retrieval is the cross-tier search restricted to the tier, :meth:`MemoryTier.aretrieve`).
+A subclass changes what differs through hooks
 (:meth:`StoredTier.prepare_item`, :meth:`StoredTier.abuild_records`, :meth:`StoredTier.embedded_text`,
 :meth:`StoredTier._aremove_records`, :meth:`StoredTier._aafter_edit`), never through a check of its own
 type here; what is derived from a deleted memory in *another* tier (facts citing it) is removed
@@ -11,27 +12,21 @@ by the cascades the tier set registers (:meth:`StoredTier.on_delete`).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llama_index_memory_hierarchy.calibration import acalibration, group_of
 from llama_index_memory_hierarchy.extraction import USER_ENTITY
-from llama_index_memory_hierarchy.ranking.fusion import recency, score_items
-from llama_index_memory_hierarchy.ranking.pipeline import DEFAULT_RECIPE, Candidate, keyword_terms, rank_candidates
+from llama_index_memory_hierarchy.ranking.fusion import recency
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, Record
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
 from llama_index_memory_hierarchy.types import (
     MemoryFilter,
     MemoryItem,
     as_utc,
-    matches,
     utcnow,
-    validate_content,
-    validate_positive_int,
 )
 
 if TYPE_CHECKING:
@@ -235,101 +230,6 @@ class StoredTier(MemoryTier):
         """Items of this tier with these ids, in order (absent ids skipped)."""
         records = await self.context.records.get(self.user_id, [self.check_id(i) for i in ids])
         return [r.item for r in records if r.item.memory_type == self.memory_type]
-
-    async def aretrieve(self, query: str, limit: int = 5, **filters: Any) -> list[MemoryItem]:
-        query = validate_content(query, "query")
-        limit = validate_positive_int(limit, "limit")
-        items, relevance = await self._aretrieval_pool(query, MemoryFilter.from_kwargs(**filters), limit)
-        return self._ranked(items, relevance, limit)
-
-    async def _aretrieval_pool(
-        self, query: str, flt: MemoryFilter, limit: int
-    ) -> tuple[list[MemoryItem], dict[str, float]]:
-        """The candidates of :meth:`aretrieve` and their relevance (a tier that finds its own overrides this)."""
-        relevance, found = await self._arank_records(query, flt, limit)
-        return [record.item for record in found.values()], relevance
-
-    def _ranked(
-        self,
-        items: list[MemoryItem],
-        relevance: dict[str, float],
-        limit: int,
-        *,
-        evidence: Callable[[MemoryItem], float] | None = None,
-    ) -> list[MemoryItem]:
-        """The best ``limit`` by the tier's relevance, recency and importance weights (times ``evidence``, when
-        given: how much the tier vouches for an item), their accesses recorded."""
-        ranked = score_items(
-            items,
-            relevance,
-            now=utcnow(),
-            relevance_weight=self.config.relevance_weight,
-            recency_weight=self.config.recency_weight,
-            importance_weight=self.config.importance_weight,
-            half_life_hours=self.config.recency_half_life_hours,
-        )
-        if evidence is not None:
-            for item in ranked:
-                item.score = (item.score or 0.0) * evidence(item)
-            ranked.sort(key=lambda i: i.score or 0.0, reverse=True)
-        ranked = ranked[:limit]
-        if ranked:
-            self.context.accesses.record(self.user_id, [item.id for item in ranked])
-        return ranked
-
-    async def arank(self, query: str, flt: MemoryFilter, limit: int) -> dict[str, float]:
-        """Relevance of candidate ids for ``query`` (see :meth:`_arank_records`)."""
-        return (await self._arank_records(query, flt, limit))[0]
-
-    async def _arank_records(
-        self, query: str, flt: MemoryFilter, limit: int
-    ) -> tuple[dict[str, float], dict[str, Record]]:
-        """Hybrid relevance and the candidate records, filtered.
-
-        Dense and keyword candidates are pooled; every candidate gets its exact cosine from
-        its stored vector (so none loses a signal for missing one index's cut), scores are
-        fused after normalisation, then boosted by the query's named people and times
-        (``ranking.pipeline.rank_candidates``).
-        """
-        candidates = max(limit * self.config.candidate_multiplier, DEFAULT_RECIPE.candidates)
-        vector = await self.context.embeddings.aembed_query(query)
-        dense, keyword = await asyncio.gather(
-            self.context.adense_search(
-                self.user_id, vector, memory_type=self.memory_type, filters=flt, limit=candidates
-            ),
-            self.context.records.keyword_search(
-                self.user_id,
-                " ".join(keyword_terms(query)),
-                memory_type=self.memory_type,
-                filters=flt,
-                limit=candidates,
-            ),
-        )
-        pool = list(dict.fromkeys([i for i, _ in dense] + [i for i, _ in keyword]))
-        records = await self.context.records.get(self.user_id, pool, with_embeddings=True)
-        found = {r.item.id: r for r in records if r.item.memory_type == self.memory_type and matches(r.item, flt)}
-        cosine = dict(dense)
-        for memory_id, record in found.items():
-            if memory_id not in cosine and record.embedding is not None and record.embedding.shape == vector.shape:
-                cosine[memory_id] = float(np.dot(vector, record.embedding))
-        # cosines on the model's calibrated scale (unrelated texts at 0), so dense weighs alike for every model
-        calibration = await acalibration(self.context.embeddings)
-        asked = group_of(query)
-        ranked = rank_candidates(
-            query,
-            {i: s for i, s in keyword if i in found},
-            {
-                i: float(calibration.calibrate(s, asked, group_of(found[i].item.content), role="query"))
-                for i, s in cosine.items()
-                if i in found
-            },
-            {
-                i: Candidate(i, r.item.content, speaker_of(r.item), r.item.timestamp, chat_party_of(r.item))
-                for i, r in found.items()
-            },
-            now=utcnow(),
-        )
-        return dict(ranked), found
 
     async def aquery(
         self,

@@ -10,6 +10,7 @@ that memory goes, from this tier set's semantic tier.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
 #: Deletes memories by id through the owner's deletion path: ``(tier type, ids, tier to delete through)``
 #: -> the ids deleted. ``WORKING`` names the items working memory holds, with their durable copies.
 Deleter = Callable[[MemoryType, Sequence[str], MemoryTier | None], Awaitable[list[str]]]
+#: The owner's cross-tier search restricted to tiers: ``(tier type, query, limit, **filters)`` -> ranked memories.
+Searcher = Callable[..., Awaitable[list[MemoryItem]]]
+T = TypeVar("T", bound=MemoryTier)
 Stored = TypeVar("Stored", bound=StoredTier)
 
 
@@ -42,9 +46,10 @@ class TierSet:
     the store context's), ``perception_encoders`` the perceptual tier; ``semantic_settings`` and
     ``perception_settings`` tune those two tiers, ``procedural_settings``
     the procedural one (default: their defaults). ``delete`` routes every
-    tier's removals through the owner's deletion path; ``on_evict`` receives what working
-    memory evicts. Without them a tier deletes its own records (with the cascade) and
-    evicted items are dropped.
+    tier's removals through the owner's deletion path; ``search`` is every tier's retrieval (the
+    owner's cross-tier search restricted to that tier); ``on_evict`` receives what working
+    memory evicts. Without them a tier deletes its own records (with the cascade), retrieves
+    nothing (its ``retrieve`` says so) and evicted items are dropped.
     """
 
     def __init__(
@@ -61,6 +66,7 @@ class TierSet:
         perception_settings: PerceptionSettings | None = None,
         procedural_settings: ProceduralSettings | None = None,
         delete: Deleter | None = None,
+        search: Searcher | None = None,
         on_evict: EvictionHandler | None = None,
     ) -> None:
         self.context = context
@@ -74,20 +80,23 @@ class TierSet:
         self._perception_settings = perception_settings
         self._procedural_settings = procedural_settings
         self._delete = delete
+        self._search = search
         self._on_evict = on_evict
 
     # ------------------------------------------------------------------ the tiers
     @cached_property
     def working(self) -> WorkingMemory:
         """Short-lived, in-process context of this session."""
-        return WorkingMemory(
-            user_id=self.user_id,
-            session_id=self.session_id,
-            runtime=self.context.runtime,
-            config=self.config,
-            embeddings=self.context.embeddings,
-            on_evict=self._on_evict,
-            on_remove=self._aremove_working if self._delete is not None else None,
+        return self._searched(
+            WorkingMemory(
+                user_id=self.user_id,
+                session_id=self.session_id,
+                runtime=self.context.runtime,
+                config=self.config,
+                embeddings=self.context.embeddings,
+                on_evict=self._on_evict,
+                on_remove=self._aremove_working if self._delete is not None else None,
+            )
         )
 
     @cached_property
@@ -150,10 +159,15 @@ class TierSet:
         return [self.tier(kind) for kind in (memory_types or list(MemoryType))]
 
     # ------------------------------------------------------------------ wiring
+    def _searched(self, tier: T) -> T:
+        if self._search is not None:
+            tier.search_through(functools.partial(self._search, tier.memory_type))
+        return tier
+
     def _routed(self, tier: Stored) -> Stored:
         if self._delete is not None:
             tier.delete_through(self._adelete)
-        return tier
+        return self._searched(tier)
 
     def _source(self, tier: Stored) -> Stored:
         """A tier facts are extracted from: its deleted memories take the facts only they supported along, and a

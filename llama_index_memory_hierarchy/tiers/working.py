@@ -17,10 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llama_index_memory_hierarchy.calibration import IDENTITY, acalibration, group_of
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError
-from llama_index_memory_hierarchy.ranking.fusion import score_items
 from llama_index_memory_hierarchy.text import count_tokens, keyword_tokens
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
 from llama_index_memory_hierarchy.types import MemoryFilter, MemoryItem, MemoryType, matches, utcnow, validate_metadata
@@ -238,57 +236,22 @@ class WorkingMemory(MemoryTier):
             slot = self._slots.get(memory_id)
             return None if slot is None else slot.item
 
-    async def aretrieve(self, query: str, limit: int = 5, **filters: Any) -> list[MemoryItem]:
-        flt = MemoryFilter.from_kwargs(**filters)
-        terms = frozenset(keyword_tokens(query))
-        query_vector = None
-        calibration = IDENTITY
-        if self._embeddings is not None and query.strip():
-            query_vector = await self._embeddings.aembed_query(query)
-            calibration = await acalibration(self._embeddings)  # dense on the model's calibrated scale
-        asked = group_of(query)
-        with self._lock:
-            self._purge_expired()
-            slots = [s for s in self._slots.values() if matches(s.item, flt)]
-            relevance: dict[str, float] = {}
-            for slot in slots:
-                lexical = (
-                    len(terms & slot.terms) / math.sqrt(len(terms) * len(slot.terms)) if terms and slot.terms else 0.0
-                )
-                dense = (
-                    calibration.calibrate(
-                        float(np.dot(query_vector, slot.vector)), asked, group_of(slot.item.content), role="query"
-                    )
-                    if query_vector is not None and slot.vector is not None
-                    else 0.0
-                )
-                relevance[slot.item.id] = 0.5 * lexical + 0.5 * max(dense, 0.0)
-            ranked = score_items(
-                [s.item for s in slots if relevance[s.item.id] > 0] or [s.item for s in slots],
-                relevance,
-                now=utcnow(),
-                relevance_weight=self.config.relevance_weight,
-                recency_weight=self.config.recency_weight,
-                importance_weight=self.config.importance_weight,
-                half_life_hours=self.config.working_decay_half_life_seconds / 3600.0,
-            )[:limit]
-            self._touch([item.id for item in ranked])
-        return ranked
-
     def entries(self, flt: MemoryFilter | None = None) -> list[tuple[MemoryItem, np.ndarray | None]]:
         """Live items passing ``flt`` with their vectors (what the cross-tier search scores)."""
         with self._lock:
             self._purge_expired()
             return [(s.item, s.vector) for s in self._slots.values() if flt is None or matches(s.item, flt)]
 
-    def _touch(self, ids: Sequence[str]) -> None:
+    def touch(self, ids: Sequence[str]) -> None:
+        """Count a recall of these items (the search calls it): what was recalled lately stays (:meth:`priority`)."""
         now = utcnow()
-        for memory_id in ids:
-            slot = self._slots.get(memory_id)
-            if slot is not None:
-                slot.item = slot.item.model_copy(
-                    update={"access_count": slot.item.access_count + 1, "last_accessed": now}
-                )
+        with self._lock:
+            for memory_id in ids:
+                slot = self._slots.get(memory_id)
+                if slot is not None:
+                    slot.item = slot.item.model_copy(
+                        update={"access_count": slot.item.access_count + 1, "last_accessed": now}
+                    )
 
     def get_recent(self, n: int = 5) -> list[MemoryItem]:
         """The ``n`` most recent items, newest first."""

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from llama_index_memory_hierarchy.config import MemoryConfig
-from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.errors import MemoryHierarchyError, MemoryValidationError
 from llama_index_memory_hierarchy.runtime import get_runtime
 from llama_index_memory_hierarchy.text import count_tokens
 from llama_index_memory_hierarchy.tiers.working import WorkingMemory
@@ -83,8 +83,8 @@ def test_ttl_expiry_keeps_pinned_items() -> None:
     assert remaining == {"pinned thought", "fresh thought"}
 
 
-def test_retrieve_ranks_relevant_items_first() -> None:
-    memory = working()
+def test_retrieve_ranks_relevant_items_first(make_memory) -> None:
+    memory = make_memory().working  # a tier retrieves through its memory's search (a working tier alone cannot)
     memory.add_many(["The user's cat is called Miso", "Paris is in France", "Meeting moved to Friday"])
     results = memory.retrieve("what is the name of my cat?", limit=2)
     assert results[0].content == "The user's cat is called Miso"
@@ -92,13 +92,15 @@ def test_retrieve_ranks_relevant_items_first() -> None:
     assert memory.get(results[0].id).access_count == 1
 
 
-def test_retrieve_filters_and_unknown_filter() -> None:
-    memory = working()
+def test_retrieve_filters_and_unknown_filter(make_memory) -> None:
+    memory = make_memory().working
     memory.add("note in s1 about tea")
     memory.add("note in s2 about tea", session_id="s2")
     assert [i.content for i in memory.retrieve("tea", session_id="s2")] == ["note in s2 about tea"]
     with pytest.raises(MemoryValidationError, match="colour"):
         memory.retrieve("tea", colour="red")
+    with pytest.raises(MemoryHierarchyError, match=r"memory\.working\.retrieve"):
+        working().retrieve("tea")
 
 
 def test_summary_recent_important() -> None:

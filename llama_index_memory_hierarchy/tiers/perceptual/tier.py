@@ -394,20 +394,6 @@ class PerceptualMemory(StoredTier):
         """Sync twin of :meth:`aget_by_modality`."""
         return self.blocking(self.aget_by_modality(modality, limit, **filters))
 
-    async def _aretrieval_pool(
-        self, query: str, flt: MemoryFilter, limit: int
-    ) -> tuple[list[MemoryItem], dict[str, float]]:
-        """Perceptions for a text query (captions, and CLIP/audio text spaces when configured).
-
-        Scored like the other stored tiers (relevance, recency, importance); each item says
-        which signal matched in ``metadata["match_signal"]``.
-        """
-        found = await self.search.asearch_text(query, None, flt, limit, None)
-        return await self.search.aload(found, flt, None), found.relevance
-
-    async def arank(self, query: str, flt: MemoryFilter, limit: int) -> dict[str, float]:
-        return (await self.search.asearch_text(query, None, flt, limit, None)).relevance
-
     async def across_modal_search(
         self,
         query: Any,

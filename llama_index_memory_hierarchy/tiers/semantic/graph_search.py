@@ -56,11 +56,6 @@ async def afact_hops(graph: UserGraph, state: SemanticState, query: str, *, dept
     return hops
 
 
-def rank_by_hops(state: SemanticState, hops: dict[str, int]) -> list[str]:
-    """Fact ids nearest first, then most confident first."""
-    return sorted(hops, key=lambda fact_id: (hops[fact_id], -state.facts[fact_id].confidence, fact_id))
-
-
 async def arelated_entities(
     graph: UserGraph,
     state: SemanticState,

@@ -18,7 +18,7 @@ class SemanticSettings(BaseModel):
     )
     containment_threshold: float = Field(default=0.45, gt=0, le=1, description="Same, with token containment.")
     expansion_depth: int = Field(default=2, ge=0, le=3, description="Graph hops from query entities in retrieval.")
-    graph_weight: float = Field(default=1.0, ge=0, description="Weight of the graph ranking in the fusion.")
+    graph_weight: float = Field(default=1.0, ge=0, description="Graph signal weight in the search.")
     min_confidence: float = Field(default=0.0, ge=0, le=1, description="Extracted facts below this are dropped.")
     extract_on_add: bool = Field(default=True, description="Extract facts from text given to add().")
     max_concurrency: int = Field(default=4, ge=1, description="Concurrent LLM extraction calls.")

@@ -31,12 +31,10 @@ from llama_index_memory_hierarchy.extraction import (
     normalize_predicate,
 )
 from llama_index_memory_hierarchy.llms import resolve_llm
-from llama_index_memory_hierarchy.ranking.fusion import rrf_fuse
 from llama_index_memory_hierarchy.stores.graph import UserGraph
 from llama_index_memory_hierarchy.tiers.semantic.entities import EntityInfo, entity_info, find_entity, rank_entities
 from llama_index_memory_hierarchy.tiers.semantic.export import knowledge_graph
 from llama_index_memory_hierarchy.tiers.semantic.facts import (
-    FACT,
     STATEMENT,
     FactInput,
     check_fact,
@@ -49,18 +47,15 @@ from llama_index_memory_hierarchy.tiers.semantic.graph_search import (
     RelatedEntity,
     afact_hops,
     arelated_entities,
-    rank_by_hops,
 )
 from llama_index_memory_hierarchy.tiers.semantic.settings import SemanticSettings
 from llama_index_memory_hierarchy.tiers.semantic.state import SemanticState, semantic_state
 from llama_index_memory_hierarchy.tiers.semantic.writer import FactWriter
 from llama_index_memory_hierarchy.tiers.stored import StoredTier
 from llama_index_memory_hierarchy.types import (
-    MemoryFilter,
     MemoryItem,
     MemoryType,
     as_utc,
-    matches,
     validate_content,
     validate_memory_id,
     validate_positive_int,
@@ -406,36 +401,6 @@ class SemanticMemory(StoredTier):
         return stats
 
     # ------------------------------------------------------------------ retrieval
-    async def aretrieve(self, query: str, limit: int = 5, **filters: Any) -> list[MemoryItem]:
-        """Hybrid: dense + keyword over facts and statements, plus graph expansion from the query's entities.
-
-        ``include_history=True`` also returns superseded facts.
-        """
-        query = validate_content(query, "query")
-        limit = validate_positive_int(limit, "limit")
-        include_history = bool(filters.pop("include_history", False))
-        flt = MemoryFilter.from_kwargs(**filters)
-        state = await self._astate()
-        hybrid = await self.arank(query, flt, limit)
-        graph_ranking = await self._agraph_ranking(state, query, max(limit * self.config.candidate_multiplier, 20))
-        # the hybrid ranking and the graph ranking meet by reciprocal rank (their scores differ in scale)
-        ordered = sorted(hybrid, key=lambda fact_id: hybrid[fact_id], reverse=True)
-        weights = [1.0, self.settings.graph_weight]
-        relevance = dict(rrf_fuse([ordered, graph_ranking], weights, k=self.config.rrf_k))
-        records = await self.context.records.get(self.user_id, list(relevance))
-        items = [
-            r.item
-            for r in records
-            if r.item.memory_type == self.memory_type
-            and matches(r.item, flt)
-            and (include_history or r.item.metadata.get("invalid_at") is None)
-        ]
-        return self._ranked(items, relevance, limit, evidence=_extraction_confidence)
-
-    async def _agraph_ranking(self, state: SemanticState, query: str, limit: int) -> list[str]:
-        """Fact ids reached from the query's entities, nearest and most confident first."""
-        return rank_by_hops(state, await self._ahops(state, query, limit))
-
     async def agraph_hops(self, query: str, limit: int = 20) -> dict[str, int]:
         """Facts the graph reaches from the entities ``query`` names: ``{fact id: hops}`` (1 = about them).
 
@@ -529,9 +494,3 @@ class SemanticMemory(StoredTier):
     ) -> str:
         """Sync twin of :meth:`aexport_knowledge_graph`."""
         return self.blocking(self.aexport_knowledge_graph(format, path=path, include_history=include_history))
-
-
-def _extraction_confidence(item: MemoryItem) -> float:
-    """Facts weigh by how sure their extraction was (half for none, whole for certain)."""
-    confidence = float(item.metadata.get("confidence", 1.0)) if item.metadata.get("kind") == FACT else 1.0
-    return 0.5 + 0.5 * confidence
