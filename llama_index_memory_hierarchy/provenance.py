@@ -35,15 +35,11 @@ _KEY_OWNER = "#store"
 _KEY_NAME = "chat_signing_key"
 
 
-class _KeyCache(dict[str, bytes]):
-    """The signing key once read, under ``"key"`` (one cache per store context)."""
-
-
 async def asigning_key(context: StoreContext) -> bytes:
     """The store's signing key, created once (concurrent first opens agree on one key)."""
-    cache = context.shared(_KeyCache)
-    if "key" in cache:
-        return cache["key"]
+    shared = context.shared
+    if shared.signing_key is not None:
+        return shared.signing_key
     from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore, state
 
     c = state.c
@@ -62,8 +58,8 @@ async def asigning_key(context: StoreContext) -> bytes:
 
     await LifecycleStore(context).aensure_tables()
     value = await context.records.run_transaction(work, write=True, op="signing key")  # type: ignore[attr-defined]
-    cache["key"] = bytes.fromhex(json.loads(value))
-    return cache["key"]
+    shared.signing_key = bytes.fromhex(json.loads(value))
+    return shared.signing_key
 
 
 def sign_turn(key: bytes, *, user_id: str, memory_id: str, role: str, content: str, raw: str | None) -> str:

@@ -42,7 +42,6 @@ from llama_index_memory_hierarchy.errors import LLMReplyError, MemoryValidationE
 from llama_index_memory_hierarchy.extraction import (
     USER_ENTITY,
     ExtractedFact,
-    OfflineExtractor,
     grounded,
     normalize_predicate,
 )
@@ -326,7 +325,7 @@ class Consolidator:
 
     async def _aoffline_facts(self, batch: Sequence[MemoryItem]) -> list[tuple[str, Any]]:
         """The offline extractor's facts of each event, as fact inputs citing it."""
-        extractor = self.deps.context.shared(OfflineExtractor)
+        extractor = self.deps.context.shared.offline_extractor()
         extractions = await extractor.aextract_many([e.content for e in batch])
         inputs: list[tuple[str, FactInput]] = []
         for event, extraction in zip(batch, extractions, strict=True):

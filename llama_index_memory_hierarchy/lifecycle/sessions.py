@@ -30,12 +30,9 @@ class LiveMemory(Protocol):
     def invalidate(self) -> None: ...
 
 
-class _Registry(weakref.WeakValueDictionary[int, LiveMemory]):
-    """The live memories of one store context, by ``id()`` (the context holds one)."""
-
-
-def _registry(context: StoreContext) -> _Registry:
-    return context.shared(_Registry)
+def _registry(context: StoreContext) -> weakref.WeakValueDictionary[int, LiveMemory]:
+    """The live memories of one store context, by ``id()`` (``shared.live``, typed here)."""
+    return context.shared.live
 
 
 def register(memory: LiveMemory) -> None:
@@ -54,17 +51,9 @@ def live_memories(context: StoreContext, user_id: str | None = None) -> list[Liv
     return found if user_id is None else [m for m in found if m.deps.user_id == user_id]
 
 
-class _BackgroundWork:
-    """The background lifecycle tasks (consolidations) of one store context, by user: an erasure of the user
-    cancels and awaits them, also those of a memory closed while its task still runs."""
-
-    def __init__(self) -> None:
-        self.tasks: dict[str, set[asyncio.Task[Any]]] = {}
-
-
 def track_background(context: StoreContext, user_id: str, task: asyncio.Task[Any]) -> None:
     """``task`` works for ``user_id`` in the background until it is done."""
-    tasks = context.shared(_BackgroundWork).tasks.setdefault(user_id, set())
+    tasks = context.shared.background.setdefault(user_id, set())
     tasks.add(task)
     task.add_done_callback(tasks.discard)
 
@@ -72,7 +61,7 @@ def track_background(context: StoreContext, user_id: str, task: asyncio.Task[Any
 async def acancel_background(context: StoreContext, user_id: str) -> int:
     """Cancel the user's background tasks in this process and wait until they have stopped; how many."""
     current = asyncio.current_task()
-    tasks = [t for t in context.shared(_BackgroundWork).tasks.get(user_id, ()) if t is not current and not t.done()]
+    tasks = [t for t in context.shared.background.get(user_id, ()) if t is not current and not t.done()]
     for task in tasks:
         task.cancel()
     if tasks:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -125,25 +124,17 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)
 
 
-@dataclass
-class _Readiness:
-    """Whether the lifecycle tables exist in a store context's database (checked once per context)."""
-
-    ready: bool = False
-
-
 class LifecycleStore:
     """Typed access to the lifecycle tables of one store context (coroutines run on its runtime)."""
 
     def __init__(self, context: StoreContext) -> None:
         self.context = context
-        self._ready = context.shared(_Readiness)
 
     async def aensure_tables(self) -> None:
         """Create the tables when the record store opened before this module was imported (once)."""
-        if not self._ready.ready:
+        if not self.context.shared.lifecycle_tables_ready:
             await self.context.records.create_tables()  # type: ignore[attr-defined]
-            self._ready.ready = True
+            self.context.shared.lifecycle_tables_ready = True
 
     async def _run(self, work: Any, *, write: bool, op: str, for_user: str | None = None) -> Any:
         """Run ``work`` in one transaction; a write ``for_user`` first checks, in that transaction, that no

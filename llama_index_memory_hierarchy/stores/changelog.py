@@ -3,8 +3,9 @@
 On an embedded folder every process mirrors the vectors of ``memory.db`` in memory
 (:class:`~.vector.mirror.MirrorVectorIndex`); the ``index_outbox`` rows every write commits are a log
 that each process reads after its cursor (``SQLRecordStore.changes_after``) instead of a queue one
-drains. Split from :mod:`.context` (which owns one per deployment) because following is its own job:
-a cursor, a lock shared with the loading of users, the count of other processes' writes.
+drains (:mod:`.outbox`, whose resolution of ops to records it shares). Split from :mod:`.context` (which
+owns one per deployment) because following is its own job: a cursor, a lock shared with the loading of
+users, the count of other processes' writes.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.stores.base import Record, RecordStore, VectorIndex, VectorPoint
+from llama_index_memory_hierarchy.stores.outbox import acurrent_records, last_ops, upsert_records
 from llama_index_memory_hierarchy.stores.vector import record_to_point
 from llama_index_memory_hierarchy.stores.vector.mirror import MirrorVectorIndex
 
@@ -100,29 +101,13 @@ class ChangeLog:
         mirrors = self._mirrors()
         if not mirrors:
             return
-        final: dict[str, Any] = {}
-        for op in ops:
-            final.pop(op.memory_id, None)
-            final[op.memory_id] = op
+        final = last_ops(ops)
         doomed = [m for m, op in final.items() if op.op == "delete"]
-        fetch: dict[str, list[str]] = {}
-        current: dict[str, Record] = {}
-        for memory_id, op in final.items():
-            if op.op != "upsert" or not any(index.loaded(op.user_id) for index in mirrors):
-                continue
-            record = known.get(memory_id)
-            if record is not None and record.embedding is not None and record.space:
-                current[memory_id] = record
-            else:
-                fetch.setdefault(op.user_id, []).append(memory_id)
-        for user_id, ids in fetch.items():
-            found = {r.item.id: r for r in await self.records.get(user_id, ids, with_embeddings=True)}
-            for memory_id in ids:
-                record = found.get(memory_id)
-                if record is not None and record.embedding is not None and record.space:
-                    current[memory_id] = record
-                else:  # deleted (or un-embedded) since
-                    doomed.append(memory_id)
+        loaded = {
+            m: op for m, op in final.items() if op.op == "upsert" and any(index.loaded(op.user_id) for index in mirrors)
+        }
+        current, gone = await acurrent_records(self.records, loaded, known)
+        doomed += gone
         for index in mirrors:
             here = [r for r in current.values() if r.space == index.space]
             elsewhere = [m for m, r in current.items() if r.space != index.space]
@@ -145,18 +130,3 @@ class ChangeLog:
                 if len(batch) < LOAD_BATCH:
                     return points
                 after = batch[-1][0]
-
-
-async def upsert_records(index: VectorIndex, records: list[Record]) -> None:
-    """Upsert the records' points; a record the index rejects (e.g. an all-zero vector) is logged and skipped.
-
-    A rejected point would otherwise stay in the outbox forever and block every later op.
-    """
-    try:
-        await index.upsert([record_to_point(r) for r in records])
-    except MemoryValidationError:
-        for record in records:
-            try:
-                await index.upsert([record_to_point(record)])
-            except MemoryValidationError as exc:
-                logger.error("memory %s cannot be indexed and is skipped: %s", record.item.id, exc)

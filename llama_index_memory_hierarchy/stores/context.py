@@ -6,13 +6,13 @@ model. The context also keeps the derived indexes in step with the record store:
 every write commits rows plus outbox entries in one transaction, then applies the
 outbox to the vector index; entries left by a crash are applied on the next open.
 
-Many processes may share one server deployment (records on PostgreSQL, vectors on a
-server): their contexts drain the one outbox concurrently. The record store hands each
-operation to one drainer at a time, never a memory's later operation before its earlier
-one (``SELECT ... FOR UPDATE SKIP LOCKED`` on PostgreSQL), and acknowledges it in the same
-transaction only once the vector write succeeded; upserts are idempotent. A process whose
-vector write fails leaves the operation for itself (bounded background retries) or any
-other process to apply.
+Its jobs live in their own modules: the process registry of contexts (:mod:`.registry`), the
+outbox drained into the vector indexes (:mod:`.outbox`), the change log an embedded folder's
+processes follow (:mod:`.changelog`), the folder lock (:mod:`.lock`), the work locks of the layers
+above (:mod:`.worklock`) and their per-deployment state (:mod:`.shared`).
+
+Many processes may share one server deployment (records on PostgreSQL, vectors on a server):
+their contexts drain the one outbox concurrently (:class:`~.outbox.Outbox`).
 
 Many processes may share one embedded folder too (the default: SQLite records, vectors mirrored
 in memory by :class:`MirrorVectorIndex`): there the outbox is a change log that every process
@@ -34,7 +34,7 @@ import shutil
 import threading
 from collections.abc import Callable, Coroutine, Hashable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -51,9 +51,10 @@ from llama_index_memory_hierarchy.stores.base import (
     VectorIndex,
     vector_filter,
 )
-from llama_index_memory_hierarchy.stores.changelog import ChangeLog, upsert_records
+from llama_index_memory_hierarchy.stores.changelog import ChangeLog
 from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
 from llama_index_memory_hierarchy.stores.lock import FolderLock
+from llama_index_memory_hierarchy.stores.outbox import Outbox
 from llama_index_memory_hierarchy.stores.reconcile import (
     analyzer_version,
     areconcile_vectors,
@@ -61,6 +62,8 @@ from llama_index_memory_hierarchy.stores.reconcile import (
     reindex_space,
 )
 from llama_index_memory_hierarchy.stores.record_sql import SQLRecordStore
+from llama_index_memory_hierarchy.stores.registry import ContextRegistry
+from llama_index_memory_hierarchy.stores.shared import SharedState
 from llama_index_memory_hierarchy.stores.vector import as_vector_index, open_vector_index
 from llama_index_memory_hierarchy.stores.vector._common import check_vector
 from llama_index_memory_hierarchy.stores.vector.edge import EdgeVectorIndex
@@ -68,25 +71,15 @@ from llama_index_memory_hierarchy.stores.vector.mirror import MirrorVectorIndex
 from llama_index_memory_hierarchy.types import MemoryFilter, MemoryType
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
-_OUTBOX_BATCH = 2000
 #: Records in one write from which the freed heap is handed back to the OS afterwards.
 _TRIM_AFTER_RECORDS = 1000
-#: Longest an acquire waits for this process to finish closing the same folder's stores.
-_CLOSE_WAIT_S = 120.0
-#: Background re-drains after a failed index write: attempts and the first delay (doubling).
-_RETRY_ATTEMPTS = 6
-_RETRY_FIRST_DELAY_S = 0.5
 
 
 class StoreContext:
     """Record store, vector indexes, embeddings and the runtime of one deployment."""
 
-    _registry: ClassVar[dict[tuple[Any, ...], StoreContext]] = {}
-    _registry_lock: ClassVar[threading.Lock] = threading.Lock()
-    #: Folders whose stores are being closed in this process: an acquire waits, then opens anew.
-    _closing: ClassVar[dict[str, threading.Event]] = {}
+    _registry: ClassVar[ContextRegistry[StoreContext]] = ContextRegistry()
 
     def __init__(
         self,
@@ -100,7 +93,8 @@ class StoreContext:
         self.runtime = runtime
         self.persist_dir = Path(config.persist_dir).expanduser().resolve()
         self._key = key
-        self._refs = 0
+        #: Memory objects holding this context (counted by the registry).
+        self.refs = 0
         self._vector_store = vector_store
         #: Whether the vector indexes are in-process mirrors that follow the record store's change log.
         self.follows_log = (
@@ -119,14 +113,15 @@ class StoreContext:
         self.embeddings = EmbeddingService.from_config(config, embed_model)
         self._vectors: dict[str, VectorIndex] = {}
         self._vector_lock = asyncio.Lock()
-        self._outbox_lock = asyncio.Lock()
-        self._shared: dict[tuple[Any, ...], Any] = {}
+        self._guard = threading.Lock()
+        #: What the layers above keep once per deployment (typed fields).
+        self.shared = SharedState()
         self._locks: dict[tuple[Any, ...], asyncio.Lock] = {}
         self._graph: UserGraph | None = None
         self._background: set[asyncio.Task[Any]] = set()
         #: Access bumps of reads, written in the background (one write per burst of reads).
         self.accesses = AccessLog(self.records, self.spawn)
-        self._retry: asyncio.Task[Any] | None = None
+        self.outbox = Outbox(self.records, self._vectors, self.avector_index, repr(self))
         #: Where the vectors are mirrored: the record store's change log as this process follows it.
         self.changes = ChangeLog(self.records, self._vectors) if self.follows_log else None
         #: ``space -> records`` embedded by another text model (counted when the space is first resolved).
@@ -142,6 +137,11 @@ class StoreContext:
         """Whether a store lives in the persist folder (then one process owns the folder)."""
         vectors_on_server = self._vector_store is not None or self.config.vectors_on_server
         return not (self.config.records_on_server and vectors_on_server)
+
+    @property
+    def forked(self) -> bool:
+        """True in a forked child of the process that opened this context (its runtime stayed behind)."""
+        return self.runtime.forked
 
     @property
     def locked(self) -> bool:
@@ -208,22 +208,10 @@ class StoreContext:
             id(embed_model) if embed_model is not None and not isinstance(embed_model, str) else embed_model,
             config.embed_model,
         )
-        while True:
-            with cls._registry_lock:
-                context = cls._registry.get(key)
-                closing = cls._closing.get(key[0])
-                if context is not None and not context.runtime.forked:
-                    context._refs += 1
-                    return context
-                if closing is None:
-                    context = cls(config, embed_model, runtime or get_runtime(), key, vector_store)
-                    cls._registry[key] = context
-                    context._refs += 1
-                    break
-            # The last holder in this process is closing this folder's stores (and its lock): wait.
-            if not closing.wait(_CLOSE_WAIT_S):
-                raise StoreError(f"{key[0]}: its stores took over {_CLOSE_WAIT_S:.0f} s to close in this process")
-        if on_open is not None:
+        context, made = cls._registry.acquire(
+            key, lambda: cls(config, embed_model, runtime or get_runtime(), key, vector_store)
+        )
+        if made and on_open is not None:
             try:  # outside the registry lock: the hook uses the context's resources
                 context.runtime.run(on_open(context))
             except (StoreError, OSError) as exc:  # the stores still open; verify_indexes reports what is left
@@ -232,29 +220,20 @@ class StoreContext:
 
     def release(self) -> None:
         """Drop one reference; the last one closes the stores."""
-        with self._registry_lock:
-            self._refs -= 1
-            if self._refs > 0:
-                return
-            self._registry.pop(self._key, None)
-            closed = self._closing.setdefault(self._key[0], threading.Event())
+        self._registry.release(self._key, self, self._close)
+
+    def _close(self) -> None:
         try:
             self.runtime.run(self._aclose())
         finally:
             if self._lock is not None:
                 self._lock.release()
-            with self._registry_lock:
-                if self._closing.get(self._key[0]) is closed:
-                    del self._closing[self._key[0]]
-            closed.set()
 
     @classmethod
     def close_all(cls) -> None:
         """Close every open context (tests, interpreter shutdown)."""
-        with cls._registry_lock:
-            contexts = list(cls._registry.values())
-        for context in contexts:
-            context._refs = 1
+        for context in cls._registry.contexts():
+            context.refs = 1
             context.release()
 
     def _check_record_file(self) -> None:
@@ -307,17 +286,12 @@ class StoreContext:
             )
 
     async def _aclose(self) -> None:
-        if self._retry is not None:
-            self._retry.cancel()
+        self.outbox.cancel_retry()
         self.accesses.flush_soon()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         if self._graph is not None:
             await self._graph.aclose()
-        for value in self._shared.values():
-            close = getattr(value, "aclose", None)
-            if close is not None:
-                await close()
         for index in self._vectors.values():
             await index.close()
         await self.records.close()
@@ -325,22 +299,10 @@ class StoreContext:
     @property
     def graph(self) -> UserGraph:
         """The knowledge graph of this deployment (every user's facts), opened on first use."""
-        with self._registry_lock:
+        with self._guard:
             if self._graph is None:
                 self._graph = UserGraph(open_graph_store(self.config))
             return self._graph
-
-    def shared(self, kind: Callable[..., T], *key: Hashable) -> T:
-        """The one ``kind(*key)`` of this context, made on first use and shared by every memory over it.
-
-        For state a layer above keeps per deployment (a tier's per-user index, a cache): the class is
-        the key, so two modules cannot collide on a name; an ``aclose`` is awaited when the context closes.
-        """
-        slot = (kind, *key)
-        with self._registry_lock:
-            if slot not in self._shared:
-                self._shared[slot] = kind(*key)
-            return self._shared[slot]
 
     def lock(self, owner: type, *key: Hashable) -> asyncio.Lock:
         """The asyncio lock of ``owner`` (the class whose work it serialises) for ``key``, one per context.
@@ -348,7 +310,7 @@ class StoreContext:
         Every memory object over these stores gets the same lock, so their writes for one user never interleave.
         """
         slot = (owner, *key)
-        with self._registry_lock:
+        with self._guard:
             return self._locks.setdefault(slot, asyncio.Lock())
 
     def spawn(self, coro: Any) -> None:
@@ -472,90 +434,14 @@ class StoreContext:
             await self.drain_outbox(known)
         except (StoreError, OSError, asyncio.TimeoutError) as exc:
             logger.warning("%r: vector index update deferred (kept in the outbox, retried): %s", self, exc)
-            self._schedule_retry()
-
-    def _schedule_retry(self) -> None:
-        if self._retry is not None and not self._retry.done():
-            return
-
-        async def retry() -> None:
-            delay = _RETRY_FIRST_DELAY_S
-            for attempt in range(1, _RETRY_ATTEMPTS + 1):
-                await asyncio.sleep(delay)
-                try:
-                    await self.drain_outbox()
-                    return
-                except (StoreError, OSError, asyncio.TimeoutError) as exc:
-                    logger.info("%r: outbox retry %d failed: %s", self, attempt, exc)
-                    delay *= 2
-            logger.error("%r: outbox not applied after %d retries; the next write or open retries", self, attempt)
-
-        self._retry = asyncio.ensure_future(retry())
+            self.outbox.retry_soon(self.drain_outbox)
 
     async def drain_outbox(self, known: dict[str, Record] | None = None) -> int:
-        """Apply pending index operations to the vector indexes; return how many.
-
-        Operations are claimed from the record store (on PostgreSQL: row locks, skipping those
-        another process holds) and acknowledged in the same transaction after the vector
-        writes succeed; on failure they stay pending and this raises.
-        """
+        """Apply pending index operations to the vector indexes; return how many (:meth:`Outbox.adrain`; on an
+        embedded folder the change log is followed instead)."""
         if self.follows_log:
             return await self.afollow(known)
-        applied = 0
-        async with self._outbox_lock:
-            while True:
-                async with self.records.outbox_claim(_OUTBOX_BATCH) as ops:
-                    if not ops:
-                        return applied
-                    await self._apply(ops, known or {})
-                applied += len(ops)
-
-    async def _apply(self, ops: Sequence[Any], known: dict[str, Record]) -> None:
-        """Bring the indexes to the records' current state for every memory the ops name.
-
-        Per memory the last operation decides: an upsert writes the record's current vector
-        (re-read unless this process just wrote it) into its space, and removes it from other
-        open spaces when an earlier op in the batch deleted it there (a space change); a
-        delete removes it from every open index.
-        """
-        final: dict[str, Any] = {}
-        deleted_somewhere: set[str] = set()
-        for op in ops:
-            final.pop(op.memory_id, None)
-            final[op.memory_id] = op
-            if op.op == "delete":
-                deleted_somewhere.add(op.memory_id)
-        upserts: dict[str, dict[str, Record]] = {}
-        fetch: dict[str, list[str]] = {}
-        deletes = [memory_id for memory_id, op in final.items() if op.op == "delete"]
-        for memory_id, op in final.items():
-            if op.op == "delete":
-                continue
-            record = known.get(memory_id)
-            if record is not None and record.embedding is not None and record.space:
-                upserts.setdefault(record.space, {})[memory_id] = record
-            else:
-                fetch.setdefault(op.user_id, []).append(memory_id)
-        for user_id, ids in fetch.items():
-            found = {r.item.id: r for r in await self.records.get(user_id, ids, with_embeddings=True)}
-            for memory_id in ids:
-                record = found.get(memory_id)
-                if record is not None and record.embedding is not None and record.space:
-                    upserts.setdefault(record.space, {})[memory_id] = record
-                else:  # deleted (or un-embedded) since: its later op, if any, is applied after this one
-                    deletes.append(memory_id)
-        for space, bucket in upserts.items():
-            first = next(iter(bucket.values()))
-            index = await self.avector_index(space, int(np.asarray(first.embedding).shape[-1]))
-            await upsert_records(index, list(bucket.values()))
-        moved = {memory_id: space for space, bucket in upserts.items() for memory_id in bucket}
-        stale = [m for m in moved if m in deleted_somewhere]
-        if deletes or stale:
-            await self.avector_index()  # the default space may not be open yet
-            for space, index in list(self._vectors.items()):
-                doomed = deletes + [m for m in stale if moved[m] != space]
-                if doomed:
-                    await index.delete(doomed)
+        return await self.outbox.adrain(known)
 
     # ------------------------------------------------------------------ the change log (embedded folder)
     async def afollow(self, known: dict[str, Record] | None = None) -> int:
@@ -659,17 +545,6 @@ def _release_free_heap() -> None:
     trim = _malloc_trim()
     if trim is not None:
         trim(0)
-
-
-def _forget_contexts_after_fork() -> None:
-    """A forked child must not reuse its parent's contexts: their runtime thread and locks stayed behind."""
-    StoreContext._registry = {}
-    StoreContext._closing = {}
-    StoreContext._registry_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_contexts_after_fork)
 
 
 def _log_failure(task: asyncio.Task[Any]) -> None:

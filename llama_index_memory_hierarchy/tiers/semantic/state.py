@@ -1,7 +1,7 @@
 """One user's semantic state: facts, entities and the indexes over them, shared in-process.
 
 The state is loaded once from the fact records and kept in step by every change; each
-:class:`~.stores.context.StoreContext` holds one per user (:func:`semantic_state`), so
+:class:`~.stores.context.StoreContext` holds one per user (``shared.semantic``, :func:`semantic_state`), so
 that every ``SemanticMemory`` of that user sees the same facts.
 """
 
@@ -132,7 +132,8 @@ class SemanticState:
 
 def semantic_state(context: StoreContext, user_id: str) -> SemanticState:
     """The semantic state of ``user_id`` in ``context`` (created empty, not loaded, on first use)."""
-    return context.shared(SemanticState, user_id)
+    state: SemanticState = context.shared.semantic.setdefault(user_id, SemanticState(user_id))
+    return state
 
 
 async def areset_semantic_state(context: StoreContext, user_id: str) -> None:
