@@ -11,9 +11,8 @@ Why this and not the alternatives (measured while designing semantic memory):
   every matching triplet and then, as ``get(properties=None, ids=None)`` returns every
   node, *all* nodes of the graph; it also leaves dangling triplets that make later
   ``get_triplets`` raise ``KeyError``. Not usable as a default.
-* Kuzu runs embedded and offline, but its upstream repository is archived (no fixes,
-  no wheels for new Pythons) and it adds a second embedded database engine and file
-  format to ship and back up.
+* Kuzu runs embedded and offline, but its repository is archived (no fixes, no wheels for
+  new Pythons) and it adds a second embedded engine and file format to ship and back up.
 * SQLite is already the embedded engine of the record store, ships with Python, is
   durable (``synchronous=FULL`` by default), crash-safe and has foreign keys: deleting a
   node removes its relations in the same transaction (Cypher's ``DETACH DELETE``).
@@ -41,8 +40,8 @@ contract suite passes on all of them:
 Every write takes a lock and runs in one transaction; a read is one statement (or a few) on
 the calling thread's own read-only connection, which in WAL mode waits for neither (so the
 memory's search reads the graph on its event loop, as it reads the records: a worker thread
-would only add its hop and its wait for the GIL). Async twins run in a worker thread. No value
-is ever formatted into SQL.
+would only add its hop and its wait for the GIL). Async twins run in a worker thread. The SQL
+itself (tables, row codecs, filters) is in :mod:`.sqlite_sql`.
 """
 
 from __future__ import annotations
@@ -50,7 +49,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import sqlite3
 import threading
 import time
@@ -68,103 +66,31 @@ from llama_index.core.graph_stores.types import (
     Relation,
     Triplet,
 )
-from llama_index.core.vector_stores.types import FilterOperator, MetadataFilters, VectorStoreQuery
+from llama_index.core.vector_stores.types import VectorStoreQuery
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError, SchemaVersionError, StoreError
+from llama_index_memory_hierarchy.stores.graph.sqlite_sql import (
+    NODE_COLUMNS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    dumps,
+    embedding_blob,
+    json_list,
+    matches,
+    nearest,
+    node_conditions,
+    node_from_row,
+    read_only,
+    simple_filters,
+)
 from llama_index_memory_hierarchy.stores.per_thread import PerThread
 
 logger = logging.getLogger(__name__)
 
-#: Version of the tables below; a newer file is refused, an older one migrated.
-SCHEMA_VERSION = 1
 #: File name inside a persist folder.
 GRAPH_DB_NAME = "graph.db"
 #: Relations never followed by ``get_rel_map`` (chunk-to-entity provenance edges).
 MENTIONS = "MENTIONS"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS graph_meta (
-    key TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS graph_nodes (
-    id TEXT PRIMARY KEY,
-    kind TEXT NOT NULL CHECK (kind IN ('entity', 'chunk')),
-    name TEXT,
-    label TEXT NOT NULL,
-    text TEXT,
-    user_id TEXT,
-    properties TEXT NOT NULL DEFAULT '{}',
-    embedding BLOB,
-    updated_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS graph_nodes_user ON graph_nodes (user_id);
-CREATE INDEX IF NOT EXISTS graph_nodes_name ON graph_nodes (name);
-CREATE TABLE IF NOT EXISTS graph_relations (
-    source_id TEXT NOT NULL REFERENCES graph_nodes (id) ON DELETE CASCADE,
-    label TEXT NOT NULL,
-    target_id TEXT NOT NULL REFERENCES graph_nodes (id) ON DELETE CASCADE,
-    user_id TEXT,
-    properties TEXT NOT NULL DEFAULT '{}',
-    PRIMARY KEY (source_id, label, target_id)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS graph_relations_target ON graph_relations (target_id, label);
-CREATE INDEX IF NOT EXISTS graph_relations_label ON graph_relations (label);
-CREATE INDEX IF NOT EXISTS graph_relations_user ON graph_relations (user_id);
-"""
-
-_NODE_COLUMNS = "n.id, n.kind, n.name, n.label, n.text, n.properties"
-
-
-def _read_only(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
-    """A connection of the file that can only read (autocommit: each statement reads the latest commit)."""
-    connection = sqlite3.connect(str(path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
-    connection.execute("PRAGMA query_only=ON")
-    return connection
-
-
-def _dumps(value: dict[str, Any], field: str) -> str:
-    """Properties as JSON; rejects what no graph store can hold (NaN, objects)."""
-    if not isinstance(value, dict):
-        raise MemoryValidationError(field, f"must be a dict, got {type(value).__name__}")
-    try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, sort_keys=True)
-    except (TypeError, ValueError) as exc:
-        raise MemoryValidationError(field, f"must be JSON-serialisable: {exc}") from exc
-
-
-def _embedding_blob(embedding: Sequence[float] | None) -> bytes | None:
-    if embedding is None:
-        return None
-    vector = np.asarray(embedding, dtype=np.float32).reshape(-1)
-    if not np.all(np.isfinite(vector)):
-        raise MemoryValidationError("embedding", "must contain finite numbers only")
-    return vector.tobytes()
-
-
-def _json_list(values: Iterable[Any]) -> str:
-    """A list bound as one JSON parameter (``IN (SELECT value FROM json_each(?))``): no variable limit."""
-    return json.dumps(list(values), ensure_ascii=False)
-
-
-def _property_condition(alias: str, key: str, value: Any) -> tuple[str, list[Any]] | None:
-    """SQL for ``alias.properties[key] = value`` with bound key and value; None: filter in Python."""
-    if not isinstance(key, str):
-        raise MemoryValidationError("properties", f"keys must be strings, got {key!r}")
-    if key == "user_id" and isinstance(value, str):
-        return f"{alias}.user_id = ?", [value]
-    base = f"EXISTS (SELECT 1 FROM json_each({alias}.properties) AS j WHERE j.key = ? AND "
-    if isinstance(value, bool):
-        return base + "j.type = ?)", [key, "true" if value else "false"]
-    if isinstance(value, str):
-        return base + "j.type = 'text' AND j.value = ?)", [key, value]
-    if isinstance(value, (int, float)) and math.isfinite(value):
-        return base + "j.type IN ('integer', 'real') AND j.value = ?)", [key, value]
-    return None
-
-
-def _matches(properties: dict[str, Any], wanted: dict[str, Any]) -> bool:
-    return all(key in properties and properties[key] == value for key, value in wanted.items())
 
 
 class SQLitePropertyGraphStore(PropertyGraphStore):
@@ -187,7 +113,7 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
         self._lock = threading.RLock()
         self._closed = False
         self._readers: PerThread[sqlite3.Connection] = PerThread(  # each reading thread's own (``_read``)
-            lambda: _read_only(self.path, busy_timeout_s),
+            lambda: read_only(self.path, busy_timeout_s),
             lambda: StoreError(f"{self.path}: the graph store is closed"),
         )
         try:
@@ -224,7 +150,7 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
     # ------------------------------------------------------------------ plumbing
     def _migrate(self) -> None:
         with self._transaction() as cur:
-            for statement in _SCHEMA.split(";"):
+            for statement in SCHEMA.split(";"):
                 if statement.strip():
                     cur.execute(statement)
             row = cur.execute("SELECT value FROM graph_meta WHERE key = 'schema_version'").fetchone()
@@ -292,48 +218,13 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
         await asyncio.to_thread(self.close)
 
     # ------------------------------------------------------------------ node conversion
-    @staticmethod
-    def _node_from_row(row: Sequence[Any]) -> LabelledNode:
-        node_id, kind, name, label, text, properties = row[:6]
-        props = json.loads(properties)
-        if kind == "chunk":
-            return ChunkNode(id_=node_id, text=text or "", label=label, properties=props)
-        return EntityNode(name=name if name is not None else node_id, label=label, properties=props)
-
-    def _node_conditions(
-        self,
-        alias: str,
-        *,
-        entity_names: Sequence[str] | None = None,
-        ids: Sequence[str] | None = None,
-        properties: dict[str, Any] | None = None,
-    ) -> tuple[list[str], list[Any], dict[str, Any]]:
-        """WHERE parts and parameters for node filters; the third value is filtered in Python."""
-        where: list[str] = []
-        params: list[Any] = []
-        leftover: dict[str, Any] = {}
-        if entity_names:
-            where.append(f"{alias}.kind = 'entity' AND {alias}.name IN (SELECT value FROM json_each(?))")
-            params.append(_json_list(entity_names))
-        if ids:
-            where.append(f"{alias}.id IN (SELECT value FROM json_each(?))")
-            params.append(_json_list(ids))
-        for key, value in (properties or {}).items():
-            condition = _property_condition(alias, key, value)
-            if condition is None:
-                leftover[key] = value
-            else:
-                where.append(condition[0])
-                params.extend(condition[1])
-        return where, params, leftover
-
     def _select_nodes(self, where: list[str], params: list[Any], leftover: dict[str, Any]) -> list[LabelledNode]:
-        sql = f"SELECT {_NODE_COLUMNS} FROM graph_nodes AS n"
+        sql = f"SELECT {NODE_COLUMNS} FROM graph_nodes AS n"
         if where:
             sql += " WHERE " + " AND ".join(f"({w})" for w in where)
-        nodes = [self._node_from_row(row) for row in self._read(sql + " ORDER BY n.id", params)]
+        nodes = [node_from_row(row) for row in self._read(sql + " ORDER BY n.id", params)]
         if leftover:
-            nodes = [node for node in nodes if _matches(node.properties, leftover)]
+            nodes = [node for node in nodes if matches(node.properties, leftover)]
         return nodes
 
     def _nodes_by_id(self, ids: Iterable[str]) -> dict[str, LabelledNode]:
@@ -341,10 +232,10 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
         if not ids:
             return {}
         rows = self._read(
-            f"SELECT {_NODE_COLUMNS} FROM graph_nodes AS n WHERE n.id IN (SELECT value FROM json_each(?))",
-            [_json_list(ids)],
+            f"SELECT {NODE_COLUMNS} FROM graph_nodes AS n WHERE n.id IN (SELECT value FROM json_each(?))",
+            [json_list(ids)],
         )
-        return {row[0]: self._node_from_row(row) for row in rows}
+        return {row[0]: node_from_row(row) for row in rows}
 
     def _triplets(self, rows: Sequence[tuple[Any, ...]]) -> list[Triplet]:
         """Relation rows ``(source_id, label, target_id, properties)`` with their endpoint nodes."""
@@ -363,7 +254,7 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
     # ------------------------------------------------------------------ reads
     def get(self, properties: dict | None = None, ids: list[str] | None = None) -> list[LabelledNode]:
         """Nodes with these ids and/or property values (every node when neither is given)."""
-        where, params, leftover = self._node_conditions("n", ids=ids, properties=properties)
+        where, params, leftover = node_conditions("n", ids=ids, properties=properties)
         return self._select_nodes(where, params, leftover)
 
     def get_triplets(
@@ -378,11 +269,11 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
         As in the Cypher stores, node filters (names, ids, properties) select the anchor
         node and the triplets touching it in either direction are returned, each once.
         """
-        where, params, leftover = self._node_conditions("n", entity_names=entity_names, ids=ids, properties=properties)
+        where, params, leftover = node_conditions("n", entity_names=entity_names, ids=ids, properties=properties)
         label_sql, label_params = "", []
         if relation_names:
             label_sql = " AND r.label IN (SELECT value FROM json_each(?))"
-            label_params = [_json_list(relation_names)]
+            label_params = [json_list(relation_names)]
         columns = "r.source_id, r.label, r.target_id, r.properties"
         if not where and not leftover:
             rows = self._read(f"SELECT {columns} FROM graph_relations AS r WHERE 1 = 1{label_sql}", label_params)
@@ -390,10 +281,10 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
         anchor_where = " AND ".join(f"({w})" for w in where) if where else "1 = 1"
         anchors_sql = f"SELECT n.id, n.properties FROM graph_nodes AS n WHERE {anchor_where}"
         anchor_rows = self._read(anchors_sql, params)
-        anchors = [node_id for node_id, props in anchor_rows if not leftover or _matches(json.loads(props), leftover)]
+        anchors = [node_id for node_id, props in anchor_rows if not leftover or matches(json.loads(props), leftover)]
         if not anchors:
             return []
-        anchor_param = _json_list(anchors)
+        anchor_param = json_list(anchors)
         rows = self._read(
             f"SELECT {columns} FROM graph_relations AS r "
             f"WHERE r.source_id IN (SELECT value FROM json_each(?)){label_sql} "
@@ -419,7 +310,7 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
         depth, limit = int(depth), int(limit)
         if depth < 1 or limit < 1 or not graph_nodes:
             return []
-        ignored = _json_list({MENTIONS, *(ignore_rels or [])})
+        ignored = json_list({MENTIONS, *(ignore_rels or [])})
         seen_nodes = {node.id for node in graph_nodes}
         frontier = list(seen_nodes)
         seen_rels: set[tuple[str, str, str]] = set()
@@ -428,7 +319,7 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
         for _ in range(depth):
             if not frontier:
                 break
-            param = _json_list(frontier)
+            param = json_list(frontier)
             rows = self._read(
                 f"SELECT {columns} FROM graph_relations AS r WHERE r.source_id IN (SELECT value FROM json_each(?)) "
                 f"AND r.label NOT IN (SELECT value FROM json_each(?)) "
@@ -463,7 +354,7 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
                 kind, name, text = "chunk", None, node.text
             else:
                 raise MemoryValidationError("nodes", f"unsupported node type {type(node).__name__}")
-            props = _dumps(node.properties, "properties")
+            props = dumps(node.properties, "properties")
             user_id = node.properties.get("user_id")
             cur.execute(
                 "INSERT INTO graph_nodes (id, kind, name, label, text, user_id, properties, embedding, updated_at) "
@@ -481,7 +372,7 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
                     text,
                     user_id if isinstance(user_id, str) else None,
                     props,
-                    _embedding_blob(node.embedding),
+                    embedding_blob(node.embedding),
                     now,
                     props,
                     props,
@@ -491,7 +382,7 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
     def _upsert_relations(self, cur: sqlite3.Cursor, relations: Sequence[Relation]) -> None:
         now = time.time()
         for relation in relations:
-            props = _dumps(relation.properties, "properties")
+            props = dumps(relation.properties, "properties")
             rel_user = relation.properties.get("user_id")
             rel_user = rel_user if isinstance(rel_user, str) else None
             for node_id in (relation.source_id, relation.target_id):
@@ -499,7 +390,7 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
                 cur.execute(
                     "INSERT INTO graph_nodes (id, kind, name, label, user_id, properties, updated_at) "
                     "VALUES (?, 'entity', ?, 'entity', ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-                    (node_id, node_id, rel_user, _dumps({"user_id": rel_user} if rel_user else {}, "properties"), now),
+                    (node_id, node_id, rel_user, dumps({"user_id": rel_user} if rel_user else {}, "properties"), now),
                 )
             owners = {
                 row[0]
@@ -557,22 +448,22 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
             if entity_names:
                 cur.execute(
                     "DELETE FROM graph_nodes WHERE kind = 'entity' AND name IN (SELECT value FROM json_each(?))",
-                    (_json_list(entity_names),),
+                    (json_list(entity_names),),
                 )
             if ids:
-                cur.execute("DELETE FROM graph_nodes WHERE id IN (SELECT value FROM json_each(?))", (_json_list(ids),))
+                cur.execute("DELETE FROM graph_nodes WHERE id IN (SELECT value FROM json_each(?))", (json_list(ids),))
             if relation_names:
                 cur.execute(
                     "DELETE FROM graph_relations WHERE label IN (SELECT value FROM json_each(?))",
-                    (_json_list(relation_names),),
+                    (json_list(relation_names),),
                 )
             if properties:
-                where, params, leftover = self._node_conditions("n", properties=properties)
+                where, params, leftover = node_conditions("n", properties=properties)
                 sql = "SELECT n.id, n.properties FROM graph_nodes AS n WHERE " + " AND ".join(f"({w})" for w in where)
                 rows = cur.execute(sql if where else "SELECT n.id, n.properties FROM graph_nodes AS n", params)
-                doomed = [i for i, props in rows.fetchall() if not leftover or _matches(json.loads(props), leftover)]
+                doomed = [i for i, props in rows.fetchall() if not leftover or matches(json.loads(props), leftover)]
                 cur.execute(
-                    "DELETE FROM graph_nodes WHERE id IN (SELECT value FROM json_each(?))", (_json_list(doomed),)
+                    "DELETE FROM graph_nodes WHERE id IN (SELECT value FROM json_each(?))", (json_list(doomed),)
                 )
 
     def delete_relations(self, keys: Iterable[tuple[str, str, str]], *, user_id: str | None = None) -> int:
@@ -585,7 +476,7 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
             "(SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') "
             "FROM json_each(?))"
         )
-        params: list[Any] = [_json_list([list(k) for k in keys])]
+        params: list[Any] = [json_list([list(k) for k in keys])]
         if user_id is not None:
             sql += " AND user_id = ?"
             params.append(user_id)
@@ -647,46 +538,14 @@ class SQLitePropertyGraphStore(PropertyGraphStore):
         wanted: dict[str, Any] = {}
         any_of: dict[str, list[Any]] = {}
         if query.filters is not None:
-            wanted, any_of = self._simple_filters(query.filters)
-        where, params, leftover = self._node_conditions("n", properties=wanted)
+            wanted, any_of = simple_filters(query.filters)
+        where, params, leftover = node_conditions("n", properties=wanted)
         where.append("n.embedding IS NOT NULL")
         rows = self._read(
-            f"SELECT {_NODE_COLUMNS}, n.embedding FROM graph_nodes AS n WHERE " + " AND ".join(f"({w})" for w in where),
+            f"SELECT {NODE_COLUMNS}, n.embedding FROM graph_nodes AS n WHERE " + " AND ".join(f"({w})" for w in where),
             params,
         )
-        q = np.asarray(query.query_embedding, dtype=np.float32)
-        q = q / (np.linalg.norm(q) or 1.0)
-        scored: list[tuple[float, LabelledNode]] = []
-        for row in rows:
-            node = self._node_from_row(row)
-            if leftover and not _matches(node.properties, leftover):
-                continue
-            if any(node.properties.get(k) not in v for k, v in any_of.items()):
-                continue
-            vector = np.frombuffer(row[6], dtype=np.float32)
-            if vector.shape != q.shape:
-                continue
-            scored.append((float(vector @ q / (np.linalg.norm(vector) or 1.0)), node))
-        scored.sort(key=lambda pair: pair[0], reverse=True)
-        top = scored[: max(int(query.similarity_top_k), 0)]
-        return [node for _, node in top], [score for score, _ in top]
-
-    @staticmethod
-    def _simple_filters(filters: MetadataFilters) -> tuple[dict[str, Any], dict[str, list[Any]]]:
-        if str(getattr(filters.condition, "value", filters.condition)).lower() != "and":
-            raise MemoryValidationError("filters", "only AND conditions are supported")
-        wanted: dict[str, Any] = {}
-        any_of: dict[str, list[Any]] = {}
-        for flt in filters.filters:
-            if isinstance(flt, MetadataFilters):
-                raise MemoryValidationError("filters", "nested filters are not supported")
-            if flt.operator == FilterOperator.EQ:
-                wanted[flt.key] = flt.value
-            elif flt.operator == FilterOperator.IN and isinstance(flt.value, list):
-                any_of[flt.key] = list(flt.value)
-            else:
-                raise MemoryValidationError("filters", f"operator {flt.operator} is not supported")
-        return wanted, any_of
+        return nearest(rows, query.query_embedding, int(query.similarity_top_k), leftover, any_of)
 
     def get_schema(self, refresh: bool = False) -> dict[str, Any]:
         """Node labels and relation labels with their counts."""
