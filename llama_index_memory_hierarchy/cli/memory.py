@@ -340,13 +340,17 @@ def run_timeline(args: argparse.Namespace, out: Output) -> int:
 # --------------------------------------------------------------------------------------------
 
 
+#: The stored tiers ``lmh stats`` counts (working memory lives in a session only).
+STATS_TIERS = ("episodic", "semantic", "perceptual", "procedural")
+
+
 def run_stats(args: argparse.Namespace, out: Output) -> int:
     result: dict[str, Any] = {}
     with open_memory(args, out) as memory:
         result["user_id"] = memory.user_id
         result["location"] = describe_location(memory.config)
         result["vector_backend"] = memory.config.resolved_vector_backend
-        for tier in memory.tiers(["episodic", "semantic", "perceptual"]):
+        for tier in memory.tiers(list(STATS_TIERS)):
             result[tier.memory_type.value] = tier.get_stats()
         result["users_in_store"] = len(memory.context.runtime.run(memory.context.records.users()))
         knowledge = {}
@@ -361,7 +365,7 @@ def run_stats(args: argparse.Namespace, out: Output) -> int:
         out.json(result)
         return 0
     rows = []
-    for name in ("episodic", "semantic", "perceptual"):
+    for name in STATS_TIERS:
         stats = result[name]
         rows.append(
             [
@@ -387,6 +391,11 @@ def _details(tier: str, stats: dict[str, Any]) -> str:
     if tier == "semantic":
         keys = ("facts", "entities", "statements")
         return ", ".join(f"{stats[k]} {k}" for k in keys if stats.get(k))
+    if tier == "procedural":
+        parts = [f"{stats.get('instructions', 0)} instructions", f"{stats.get('procedures', 0)} procedures"]
+        if stats.get("ended_instructions"):
+            parts.insert(1, f"{stats['ended_instructions']} replaced")
+        return ", ".join(parts)
     if tier == "perceptual":
         modalities = stats.get("by_modality") or {}
         return ", ".join(f"{n} {m}" for m, n in modalities.items() if n)

@@ -56,6 +56,7 @@ from starlette.templating import Jinja2Templates
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.lifecycle.browse import tags_of, validate_tags
 from llama_index_memory_hierarchy.stores.access import uncounted
+from llama_index_memory_hierarchy.tiers.procedural import is_current
 from llama_index_memory_hierarchy.types import (
     MemoryType,
     parse_moment,
@@ -73,7 +74,8 @@ logger = logging.getLogger(__name__)
 
 #: Query parameters that would name a user: any value but the served user is refused.
 USER_PARAMETERS = ("user", "user_id", "userid", "uid")
-SEARCH_TIERS = ("all", "episodic", "semantic", "perceptual")
+#: "all" searches the tiers of what happened and what is known; instructions are in every get() anyway.
+SEARCH_TIERS = ("all", "episodic", "semantic", "perceptual", "procedural")
 #: What the create form may write (perceptions come from files, working notes from a session).
 CREATE_TIERS = ("semantic", "episodic")
 LIST_PAGE = 50
@@ -206,7 +208,7 @@ async def overview(request: Request) -> Response:
     app: Inspector = request.app.state.inspector
     memory = app.memory
     stats = {}
-    for tier in memory.tiers([MemoryType.EPISODIC, MemoryType.SEMANTIC, MemoryType.PERCEPTUAL]):
+    for tier in memory.tiers([MemoryType.EPISODIC, MemoryType.SEMANTIC, MemoryType.PERCEPTUAL, MemoryType.PROCEDURAL]):
         stats[tier.memory_type.value] = await tier.aget_stats()
     return app.page(request, "overview.html", title="Overview", stats=stats)
 
@@ -221,7 +223,7 @@ async def search(request: Request) -> Response:
     results: list[dict[str, Any]] = []
     error = None
     if query:
-        tiers = list(SEARCH_TIERS[1:]) if tier == "all" else [tier]
+        tiers = list(SEARCH_TIERS[1:4]) if tier == "all" else [tier]
         try:
             items = await app.memory.manager.aretrieve_memories(query, tiers, limit=limit)
         except MemoryValidationError as exc:
@@ -492,9 +494,16 @@ async def edit(request: Request) -> Response:
 
 async def _edit(request: Request, app: Inspector, item: MemoryItem, form: dict[str, str]) -> Response:
     """Apply the edit form: content, importance and tags in one update, then the pin."""
+    tier = app.memory.tiers([item.memory_type])[0]
     try:
         content = validate_content(form.get("content"))
         importance, tags = _importance(form), _form_tags(form)
+        await tier.aupdate(  # an instruction's new text is read again (see ProceduralMemory.aupdate)
+            item.id,
+            content=content if content != item.content else None,
+            importance=importance if importance != item.importance else None,
+            metadata={"tags": tags} if tags != tags_of(item) else None,
+        )
     except MemoryValidationError as exc:
         relations = await app.memory.manager.arelations(item)
         return app.page(
@@ -508,18 +517,42 @@ async def _edit(request: Request, app: Inspector, item: MemoryItem, form: dict[s
             tags=tags_of(item),
             error=str(exc),
         )
-    tier = app.memory.tiers([item.memory_type])[0]
-    await tier.aupdate(
-        item.id,
-        content=content if content != item.content else None,
-        importance=importance if importance != item.importance else None,
-        metadata={"tags": tags} if tags != tags_of(item) else None,
-    )
     pinned = form.get("pinned") == "on"
     if pinned != item.pinned:
         await app.memory.manager.apin(item.id, pinned)
     logger.info("inspector: edited %s memory %s", item.memory_type.value, item.id)
     return RedirectResponse(f"/memory/{item.id}", status_code=303)
+
+
+async def procedural(request: Request) -> Response:
+    """GET: the standing instructions (current, then replaced) and the learned procedures; POST (edits): add
+    an instruction as ``add_instruction`` would (a newer rule on the same matter replaces the older)."""
+    app: Inspector = request.app.state.inspector
+    tier = app.memory.procedural
+    form: dict[str, str] = {}
+    error = None
+    if request.method == "POST":
+        form = await app.check_edit(request)
+        try:
+            condition = (form.get("condition") or "").strip() or None
+            memory_id = await tier.aadd_instruction(form.get("text") or "", condition=condition, origin="inspector")
+        except MemoryValidationError as exc:
+            error = str(exc)
+        else:
+            logger.info("inspector: added instruction %s", memory_id)
+            return RedirectResponse("/procedural", status_code=303)
+    rules = await tier.ainstructions(include_history=True)
+    return app.page(
+        request,
+        "procedural.html",
+        status_code=400 if error else 200,
+        title="Instructions and procedures",
+        standing=[r for r in rules if is_current(r)],
+        replaced=[r for r in rules if not is_current(r)],
+        procedures=await tier.aprocedures(),
+        form=form,
+        error=error,
+    )
 
 
 async def access_log(request: Request) -> Response:
@@ -701,6 +734,7 @@ def create_app(
         ("/memory/{memory_id}", memory_page, ["GET"]),
         ("/memory/{memory_id}/forget", forget_page, ["GET"]),
         ("/memory/{memory_id}/{action}", edit, ["POST"]),
+        ("/procedural", procedural, ["GET", "POST"]),
         ("/access-log", access_log, ["GET", "POST"]),
         ("/forget-everything", forget_everything, ["GET", "POST"]),
     ]

@@ -15,6 +15,10 @@ def test_add_supersede_edit_delete(tmp_path: Path) -> None:
     history = run_lmh("procedural", "--history", *common).json()["instructions"]
     assert [i["id"] for i in history] == [first["added"], second["added"]]
     assert history[0]["metadata"]["superseded_by"] == second["added"]
+    stats = run_lmh("stats", *common).json()["procedural"]
+    assert (stats["count"], stats["instructions"], stats["ended_instructions"], stats["procedures"]) == (2, 1, 1, 0)
+    table = run_lmh("stats", "--dir", str(tmp_path / "memory"), "--user", "alice").ok().stdout
+    assert "procedural" in table and "1 instructions, 1 replaced, 0 procedures" in table
 
     edited = run_lmh("procedural", "--edit", second["added"], "--text", "Use imperial units.", *common).json()
     assert edited["instructions"][0]["content"] == "Use imperial units."

@@ -5,8 +5,10 @@
   configured) or added by a tool. It records its source turns, when it took effect (``valid_from``) and,
   once a newer rule on the same matter replaces it, when it ended (``invalid_at``, ``superseded_by``): the
   old rule stays as history, only current rules reach the memory message. Instructions are pinned (never
-  forgotten by decay); the turn one came from is pinned too, so that forgetting old turns keeps the rule.
-  Deleting that turn deletes the rule (it cites it in ``source_ids``, see ``lifecycle.deletion``).
+  forgotten by decay); the turn one came from is pinned too, so that forgetting old turns keeps the rule,
+  and unpinned again once no current rule cites it (the rule was replaced or deleted). Deleting that turn
+  deletes the rule (it cites it in ``source_ids``, see ``lifecycle.deletion``). Editing a rule's text reads
+  it again: its polarity and topic renewed, and the current rules it now conflicts with end.
 * A **procedure** is the list of tool calls (in order) with which an agent solved a task, learned from a
   run when it ends (:mod:`.runs`), merged with the procedure of the same task when the task recurs (runs,
   successes, what failed), embedded as its task so that a similar new task finds it
@@ -195,6 +197,50 @@ class ProceduralMemory(StoredTier):
             return f"{item.metadata.get('task', '')} {tools}".strip()
         return item.content
 
+    async def aupdate(
+        self,
+        memory_id: str,
+        content: str | None = None,
+        importance: float | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> bool:
+        """As :meth:`StoredTier.aupdate`; an instruction whose text changes is read again as a new rule would be
+        (refused as a prompt injection, its polarity and topic renewed) and, while current, ends the current rules
+        it now conflicts with."""
+        current = await self.aget(memory_id) if content is not None else None
+        rule = current is not None and current.metadata.get("kind") == INSTRUCTION
+        if rule and content is not None and current is not None:
+            content = validate_content(content)
+            if is_prompt_injection(content):
+                raise MemoryValidationError("content", "reads as a prompt injection, not a rule; it was not changed")
+            found = extract_instructions(content)
+            polarity = found[0].polarity if found else current.metadata.get("polarity", "do")
+            metadata = {**(metadata or {}), "polarity": polarity, "topic": topic_of(content)}
+        if not await super().aupdate(memory_id, content=content, importance=importance, metadata=metadata):
+            return False
+        if rule:
+            edited = await self.aget(memory_id)
+            if edited is not None and is_current(edited):
+                await self._asupersede(edited)
+        return True
+
+    async def _aremove_records(self, ids: Sequence[str]) -> list[str]:
+        """Delete the records, then unpin the turns only the deleted rules cited."""
+        rules = [i for i in await self.aget_many(ids) if i.metadata.get("kind") == INSTRUCTION]
+        deleted = await super()._aremove_records(ids)
+        gone = set(deleted)
+        await self._arelease_sources([r for r in rules if r.id in gone])
+        return deleted
+
+    async def aget_stats(self) -> dict[str, Any]:
+        """The tier's counts, with its current and ended instructions and its procedures."""
+        stats = await super().aget_stats()
+        rules = await self.ainstructions(include_history=True)
+        current = sum(1 for r in rules if is_current(r))
+        stats.update(instructions=current, ended_instructions=len(rules) - current)
+        stats["procedures"] = len(await self.aprocedures())
+        return stats
+
     def prepare_item(self, item: MemoryItem) -> MemoryItem:
         """A plain add is an instruction unless it says it is a procedure."""
         if item.metadata.get("kind") in (INSTRUCTION, PROCEDURE):
@@ -264,7 +310,7 @@ class ProceduralMemory(StoredTier):
 
     async def _asupersede(self, newer: MemoryItem) -> list[str]:
         """End the current rules ``newer`` conflicts with; the ids ended."""
-        ended = []
+        ended: list[MemoryItem] = []
         polarity = newer.metadata.get("polarity", "do")
         for older in await self.ainstructions():
             if older.id == newer.id or older.metadata.get("condition") != newer.metadata.get("condition"):
@@ -272,10 +318,20 @@ class ProceduralMemory(StoredTier):
             if conflicts(newer.content, polarity, older.content, older.metadata.get("polarity", "do")):
                 meta = {"invalid_at": utcnow().isoformat(), "superseded_by": newer.id}
                 await self.context.records.update(self.user_id, older.id, metadata={**older.metadata, **meta})
-                ended.append(older.id)
+                ended.append(older)
         if ended:
             logger.debug("a new instruction ended %d older ones", len(ended))
-        return ended
+            await self._arelease_sources(ended)
+        return [e.id for e in ended]
+
+    async def _arelease_sources(self, rules: Sequence[MemoryItem]) -> None:
+        """Unpin the turns these (ended or deleted) rules came from that no current rule of any agent cites."""
+        sources = {s for rule in rules for s in rule_sources(rule)}
+        if not sources:
+            return
+        current = [i for i in await self.aquery(metadata={"kind": INSTRUCTION}) if is_current(i)]
+        for turn_id in sources - {s for rule in current for s in rule_sources(rule)}:
+            await self.context.records.update(self.user_id, turn_id, pinned=False)
 
     async def aremove_instruction(self, memory_id: str) -> bool:
         """Delete an instruction (through the deletion path: from every read path); False when absent."""
