@@ -10,18 +10,16 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field, field_validator
 
 from llama_index_memory_hierarchy.extraction.relations import NAME_PREDICATE, USER_ENTITY, normalize_predicate
+from llama_index_memory_hierarchy.language import FIRST_PERSON
 
 CONFIDENCE_LLM = 0.9
 CONFIDENCE_PATTERN = 0.6
 CONFIDENCE_APPOSITION = 0.55
 CONFIDENCE_REGEX = 0.35
 
-FIRST_PERSON = {"i", "me", "my", "mine", "myself"}
 #: Third-person names of the user: an MCP client or an agent writes "The user is vegetarian", "用户住在北京".
-USER_MENTIONS = {"user", "the user", "用户", "该用户", "这位用户", "我"}
-CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+USER_MENTIONS = {"user", "the user", "用户", "该用户", "这位用户"}
 LATIN = re.compile(r"[A-Za-z]")
-SENTENCES = re.compile(r"(?<=[.!?。！？])\s*|\n+")
 
 
 def clean_name(name: str) -> str:

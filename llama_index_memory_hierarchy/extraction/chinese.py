@@ -8,7 +8,6 @@ import threading
 from typing import Any
 
 from llama_index_memory_hierarchy.extraction.base import (
-    CJK,
     ExtractedEntity,
     ExtractedFact,
     Extraction,
@@ -24,6 +23,14 @@ from llama_index_memory_hierarchy.extraction.relations import (
     is_negative,
     negate_predicate,
     normalize_predicate,
+)
+from llama_index_memory_hierarchy.language import (
+    FIRST_PERSON,
+    FIRST_PERSON_PLURAL,
+    HAN_CHAR,
+    SECOND_PERSON,
+    THIRD_PERSON,
+    split_sentences,
 )
 
 _JIEBA_TYPES = {"nr": "PERSON", "nrt": "PERSON", "nrfg": "PERSON", "ns": "PLACE", "nt": "ORG", "nz": "ENTITY"}
@@ -118,7 +125,8 @@ _ZH_JOB = {"当", "做", "担任", "从事"}
 _ZH_HELP = {"帮忙", "帮", "帮我", "去"}
 _ZH_PHRASE_ENDS = {*_ZH_WORK, *_ZH_STUDY, *_ZH_LIVE, *_ZH_JOB, *_ZH_VERB_OBJECTS, "过敏", "出差", "旅游", "旅行"}
 _ZH_NOUNISH = ("n", "eng", "vn", "an", "j", "l")
-_ZH_PERSON_PRONOUNS = {"他", "她"}
+#: Pronouns and demonstratives: never part of a noun phrase.
+_ZH_PRONOUNS = FIRST_PERSON | FIRST_PERSON_PLURAL | SECOND_PERSON | THIRD_PERSON | {"它", "这", "那", "这个", "那个"}
 _ZH_SKIP_FLAGS = ("ul", "uz", "ug", "m", "q", "mq", "u")
 _ZH_MODIFIER_FLAGS = ("d", "t", "f", "tg", "dg", "c")
 
@@ -168,8 +176,8 @@ class _ChineseReader:
         self.reported = False
 
     def read(self, text: str) -> Extraction:
-        for sentence in re.split(r"(?<=[。！？!?；;\n])", text):
-            if not CJK.search(sentence) or self._skip_sentence(sentence):
+        for sentence in split_sentences(text, semicolons=True):
+            if not HAN_CHAR.search(sentence) or self._skip_sentence(sentence):
                 continue
             self.reported = any(user in sentence for user in _ZH_USER - {"我"})
             subject: tuple[str, str] | None = None
@@ -214,7 +222,7 @@ class _ChineseReader:
     def _person(self, word: str, flag: str) -> tuple[str, str] | None:
         if word in _ZH_USER:
             return None if word == "我" and self.reported else (USER_ENTITY, "PERSON")
-        if word in _ZH_PERSON_PRONOUNS:
+        if word in THIRD_PERSON:
             return (self.people[-1], "PERSON") if len(set(self.people)) == 1 else None
         if flag in {"nr", "nrt", "nrfg"} and len(word) > 1:
             return word, "PERSON"
@@ -272,7 +280,7 @@ class _ChineseReader:
             if word in _ZH_PHRASE_ENDS:
                 break
             if (flag.startswith(_ZH_NOUNISH) or flag in {"nr", "ns", "nt", "nz", "b", "a", "r"}) and not (
-                flag == "r" and word in {"我", "你", "他", "她", "我们", "它", "这", "那", "这个", "那个"}
+                flag == "r" and word in _ZH_PRONOUNS
             ):
                 end += 1
                 continue
@@ -527,7 +535,7 @@ class _ChineseReader:
     def _job(self, words: list[tuple[str, str]], start: int) -> tuple[str, str] | None:
         """What follows 做/当: a noun phrase, or one last word jieba tagged otherwise ("会计" as a verb)."""
         job, _ = self._object(words, start)
-        if job is None and start == len(words) - 1 and len(words[start][0]) > 1 and CJK.search(words[start][0]):
+        if job is None and start == len(words) - 1 and len(words[start][0]) > 1 and HAN_CHAR.search(words[start][0]):
             job = (words[start][0], "CONCEPT")
         return job
 

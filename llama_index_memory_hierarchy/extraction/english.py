@@ -11,7 +11,6 @@ from typing import Any
 from llama_index_memory_hierarchy.extraction.base import (
     CONFIDENCE_APPOSITION,
     CONFIDENCE_PATTERN,
-    FIRST_PERSON,
     ExtractedEntity,
     ExtractedFact,
     Extraction,
@@ -29,6 +28,7 @@ from llama_index_memory_hierarchy.extraction.relations import (
     normalize_predicate,
     third_person,
 )
+from llama_index_memory_hierarchy.language import FIRST_PERSON, THIRD_PERSON
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,6 @@ _REPORTING_VERBS = {
     "say", "think", "believe", "guess", "suppose", "feel", "hear", "wonder", "doubt", "claim", "imagine",
     "dream", "wish", "pretend", "hope", "tell", "ask", "know", "mean", "seem", "sound", "look",
 }  # fmt: skip
-_PERSON_PRONOUNS = {"he", "she", "him", "her"}
 #: Short nouns that are never worth a fact on their own.
 _VAGUE_OBJECTS = {
     "thing", "things", "stuff", "something", "anything", "everything", "nothing", "lot", "time", "way", "one",
@@ -176,7 +175,7 @@ class _SpacyReader:
             return None
         if token.text in self.user_names:
             return USER_ENTITY, "PERSON"
-        if low in _PERSON_PRONOUNS:
+        if low in THIRD_PERSON:
             return (self.people[-1], "PERSON") if len(set(self.people)) == 1 else None
         if token.pos_ in {"PRON", "DET"}:
             return None
@@ -205,7 +204,7 @@ class _SpacyReader:
             return USER_ENTITY, "PERSON"
         if low in FIRST_PERSON:
             return None
-        if token.pos_ in {"PRON", "DET", "SCONJ", "ADP", "PART", "PUNCT", "AUX"} or low in _PERSON_PRONOUNS:
+        if token.pos_ in {"PRON", "DET", "SCONJ", "ADP", "PART", "PUNCT", "AUX"} or low in THIRD_PERSON:
             return None
         ent = self.ent_of.get(token.i)
         if (
@@ -356,7 +355,7 @@ class _SpacyReader:
             if not found and not negated and self._kin(subject_token) is not None:
                 return self._kin_clause(verb, subject_token)
             return found
-        if subject[0] != USER_ENTITY and subject_token.lower_ not in _PERSON_PRONOUNS:
+        if subject[0] != USER_ENTITY and subject_token.lower_ not in THIRD_PERSON:
             self.people.append(subject[0])
         if verb.lemma_ == "be" and not any(c.dep_ == "acomp" and c.tag_ == "VBN" for c in verb.children):
             return self._copula(subject, verb, negated)

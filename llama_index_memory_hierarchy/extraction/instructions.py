@@ -22,6 +22,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from llama_index_memory_hierarchy.language import HAN_CHAR, HAN_RUN, split_sentences
+
 logger = logging.getLogger(__name__)
 
 Polarity = Literal["do", "dont", "revoke"]
@@ -261,8 +263,6 @@ _ZH_LOOSE = frozenset(pattern for pattern, _ in _ZH[-4:-1])
 _ZH_ALLOWS = re.compile(r"(?:用|说|写|回答|回复|发|加|叫|称呼|继续)")
 _ZH_NEGATIVE = re.compile(r"^(?:都|就|也|请)?(?:不要|别|不许|不准|不能|不得|禁止|不用|不必|无需|避免|千万别|绝不)")
 _EN_NEGATIVE = re.compile(r"^(?:never|don't|do not|dont|stop|avoid|no\b)", re.I)
-_CJK = re.compile(r"[\u3400-\u9fff]")
-_CLAUSES = re.compile(r"(?<=[.!?。！？；;\n])\s*|\n+")
 
 #: Topics on which a newer rule replaces an older one whatever their words (one answer language at a time).
 _TOPICS: list[tuple[str, re.Pattern[str]]] = [
@@ -388,10 +388,6 @@ def topic_of(text: str) -> str | None:
     return None
 
 
-def _clauses(text: str) -> list[str]:
-    return [c.strip() for c in _CLAUSES.split(text) if c and c.strip()]
-
-
 def _imperative(rule: str) -> bool:
     """Whether an English rule reads as addressed to the assistant: it starts with a verb (or "please"/"you ...")."""
     words = re.findall(r"[a-z']+", rule.lower())
@@ -455,7 +451,7 @@ def _chinese(clause: str) -> ExtractedInstruction | None:
 
 def _sentence(clause: str) -> str:
     text = " ".join(clause.split())
-    return text if text[-1:] in ".!。！" else text + ("。" if _CJK.search(text) else ".")
+    return text if text[-1:] in ".!。！" else text + ("。" if HAN_CHAR.search(text) else ".")
 
 
 def extract_instructions(text: str) -> list[ExtractedInstruction]:
@@ -463,10 +459,10 @@ def extract_instructions(text: str) -> list[ExtractedInstruction]:
     found: list[ExtractedInstruction] = []
     if not isinstance(text, str) or not text.strip():
         return found
-    for clause in _clauses(text):
+    for clause in split_sentences(text, semicolons=True):
         if is_prompt_injection(clause):
             continue
-        extracted = _chinese(clause) if _CJK.search(clause) else _english(clause)
+        extracted = _chinese(clause) if HAN_CHAR.search(clause) else _english(clause)
         if extracted is not None:
             found.append(extracted)
     return found
@@ -476,7 +472,7 @@ def rule_words(text: str) -> frozenset[str]:
     """What a rule is about: its content words (English, lightly stemmed) and its Chinese character pairs."""
     words = {_stem(w) for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _EN_GENERIC and len(w) > 2}
     han = "".join(ch if ch not in _ZH_GENERIC else " " for ch in text)
-    for run in re.findall(r"[\u3400-\u9fff]+", han):
+    for run in HAN_RUN.findall(han):
         words.update(run[i : i + 2] for i in range(max(len(run) - 1, 1)))
     return frozenset(words)
 
@@ -559,7 +555,7 @@ async def allm_instructions(llm: Any, text: str) -> list[ExtractedInstruction] |
             ExtractedInstruction(
                 rule=cleaned,
                 polarity=rule.polarity,
-                language="zh" if _CJK.search(cleaned) else "en",
+                language="zh" if HAN_CHAR.search(cleaned) else "en",
                 condition=rule.condition or None,
                 topic=topic_of(cleaned),
             )

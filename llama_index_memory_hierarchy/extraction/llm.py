@@ -12,10 +12,7 @@ from pydantic import BaseModel, Field
 
 from llama_index_memory_hierarchy.errors import LLMReplyError, MemoryValidationError
 from llama_index_memory_hierarchy.extraction.base import (
-    CJK,
     CONFIDENCE_LLM,
-    FIRST_PERSON,
-    SENTENCES,
     ExtractedEntity,
     ExtractedFact,
     Extraction,
@@ -26,12 +23,13 @@ from llama_index_memory_hierarchy.extraction.base import (
 )
 from llama_index_memory_hierarchy.extraction.offline import OfflineExtractor
 from llama_index_memory_hierarchy.extraction.relations import USER_ENTITY
+from llama_index_memory_hierarchy.language import FIRST_PERSON, FIRST_PERSON_PLURAL, HAN_CHAR, HAN_RUN, split_sentences
 
 logger = logging.getLogger(__name__)
 
 _THE_USER = re.compile(r"\bthe user\b|用户", re.IGNORECASE)
 #: First-person mentions, which name the writer, not the user, in a text about "the user".
-_WRITER = {*FIRST_PERSON, "我", "we", "us", "我们"}
+_WRITER = FIRST_PERSON | FIRST_PERSON_PLURAL
 
 
 class _LLMTriplet(BaseModel):
@@ -100,7 +98,7 @@ class LLMExtractor(Extractor):
         if len(text) <= self.max_chars:
             return [text]
         chunks, current = [], ""
-        for sentence in SENTENCES.split(text):
+        for sentence in split_sentences(text):
             if current and len(current) + len(sentence) + 1 > self.max_chars:
                 chunks.append(current)
                 current = ""
@@ -180,7 +178,7 @@ class LLMExtractor(Extractor):
 
 
 def _words(text: str) -> set[str]:
-    return {w for w in re.findall(r"\w+", text.casefold()) if len(w) > 1 or CJK.match(w)}
+    return {w for w in re.findall(r"\w+", text.casefold()) if len(w) > 1 or HAN_CHAR.match(w)}
 
 
 def grounded(fact: ExtractedFact, text: str) -> bool:
@@ -189,8 +187,8 @@ def grounded(fact: ExtractedFact, text: str) -> bool:
     for mention in (fact.subject, fact.object):
         if mention == USER_ENTITY:
             continue
-        if CJK.search(mention):
-            if not any(part in folded for part in re.findall(r"[\u3400-\u9fff]{2,}|[\u3400-\u9fff]", mention)):
+        if HAN_CHAR.search(mention):
+            if not any(part in folded for part in HAN_RUN.findall(mention)):
                 return False
         elif not _words(mention) & _words(text):
             return False

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from llama_index_memory_hierarchy.extraction.base import CJK, LATIN, Extraction, Extractor, with_user_name
+from llama_index_memory_hierarchy.extraction.base import LATIN, Extraction, Extractor, with_user_name
 from llama_index_memory_hierarchy.extraction.chinese import jieba_extract, posseg
 from llama_index_memory_hierarchy.extraction.english import load_spacy, spacy_extract
 from llama_index_memory_hierarchy.extraction.regex import caps_extract
+from llama_index_memory_hierarchy.language import HAN_CHAR
 
 
 def is_noun(word: str, texts: Sequence[str]) -> bool:
@@ -17,7 +18,7 @@ def is_noun(word: str, texts: Sequence[str]) -> bool:
     Without spaCy an English word is never a noun: a heuristic that cannot tell "keep" from
     "bouldering" says nothing.
     """
-    if CJK.search(word):
+    if HAN_CHAR.search(word):
         return any(
             pair.word == word and pair.flag.startswith("n") and len(word) > 1
             for text in texts
@@ -47,7 +48,7 @@ def noun_words(texts: Sequence[str]) -> set[str] | None:
         for doc in nlp.pipe(latin, batch_size=64):
             nouns.update(t.lower_ for t in doc if t.pos_ in {"NOUN", "PROPN"} and not t.is_stop)
     for text in texts:
-        if CJK.search(text):
+        if HAN_CHAR.search(text):
             nouns.update(p.word for p in posseg().cut(text) if p.flag.startswith("n") and len(p.word) > 1)
     return nouns
 
@@ -60,7 +61,7 @@ class OfflineExtractor(Extractor):
 
     def extract_sync(self, texts: Sequence[str]) -> list[Extraction]:
         """Blocking extraction (call from a worker thread)."""
-        latin = [i for i, t in enumerate(texts) if len(LATIN.findall(t)) > len(CJK.findall(t))]
+        latin = [i for i, t in enumerate(texts) if len(LATIN.findall(t)) > len(HAN_CHAR.findall(t))]
         results = [Extraction() for _ in texts]
         nlp = load_spacy() if self.use_spacy else None
         if latin:
@@ -71,7 +72,7 @@ class OfflineExtractor(Extractor):
                 for i in latin:
                     results[i] = caps_extract(texts[i])
         for i, text in enumerate(texts):
-            if CJK.search(text):
+            if HAN_CHAR.search(text):
                 results[i] = results[i].merge(jieba_extract(text))
         return [with_user_name(result) for result in results]
 

@@ -6,7 +6,6 @@ import re
 
 from llama_index_memory_hierarchy.extraction.base import (
     CONFIDENCE_REGEX,
-    SENTENCES,
     ExtractedEntity,
     ExtractedFact,
     Extraction,
@@ -15,6 +14,7 @@ from llama_index_memory_hierarchy.extraction.base import (
     unique_facts,
 )
 from llama_index_memory_hierarchy.extraction.relations import RELATION_NOUNS, USER_ENTITY
+from llama_index_memory_hierarchy.language import split_sentences
 
 _CAPS = re.compile(r"\b([A-Z][\w'’-]*(?:\s+(?:[A-Z][\w'’-]*|of|de|van|von))*\s*)")
 _STOP_CAPS = {
@@ -35,7 +35,7 @@ def caps_extract(text: str) -> Extraction:
     """Without spaCy: capitalised names as entities and three sure patterns as facts (no negated sentence)."""
     entities: dict[str, ExtractedEntity] = {}
     facts: list[ExtractedFact | None] = []
-    for sentence in SENTENCES.split(text):
+    for sentence in split_sentences(text):
         for match in _CAPS.finditer(sentence):
             words = match.group(1).split()
             while words and words[0] in _STOP_CAPS:

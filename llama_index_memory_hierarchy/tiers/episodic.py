@@ -17,8 +17,7 @@ from typing import Any
 import numpy as np
 
 from llama_index_memory_hierarchy.extraction import noun_words
-from llama_index_memory_hierarchy.extraction.base import CJK
-from llama_index_memory_hierarchy.language import query_stopwords
+from llama_index_memory_hierarchy.language import HAN_CHAR, query_stopwords
 from llama_index_memory_hierarchy.ranking.pipeline import DEFAULT_RECIPE, format_turn, keyword_document
 from llama_index_memory_hierarchy.stores.base import Record
 from llama_index_memory_hierarchy.text import keyword_tokens
@@ -218,7 +217,7 @@ class EpisodicMemory(StoredTier):
             for term in {
                 t
                 for t in keyword_tokens(item.content)
-                if (len(t) > 2 or (len(t) > 1 and CJK.match(t))) and t not in stop
+                if (len(t) > 2 or (len(t) > 1 and HAN_CHAR.match(t))) and t not in stop
             }:
                 sessions_by_term.setdefault(term, set()).add(item.session_id or "")
                 counts[term] += 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pydantic import BaseModel
@@ -10,14 +9,15 @@ from pydantic import BaseModel
 from llama_index_memory_hierarchy.calibration import IDENTITY, SimilarityCalibration, group_of
 from llama_index_memory_hierarchy.entity_resolution import Entity, name_tokens, normalize_name
 from llama_index_memory_hierarchy.extraction import USER_ENTITY
+from llama_index_memory_hierarchy.language import FIRST_PERSON, FIRST_PERSON_PLURAL, HAN_CHAR
 from llama_index_memory_hierarchy.ranking.fusion import rrf_fuse
 from llama_index_memory_hierarchy.tiers.semantic.state import SemanticState
 
 #: Calibrated similarity (role ``"name"``) from which an entity's name matches a query by embedding
 #: (MiniLM's former raw 0.4).
 ENTITY_QUERY_SIMILARITY = 0.2
-_FIRST_PERSON = {"i", "me", "my", "mine", "myself", "we", "our"}
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+#: Words by which a text speaks of its writer, the user (alone or with others).
+_FIRST_PERSON = FIRST_PERSON | FIRST_PERSON_PLURAL
 
 
 class EntityInfo(BaseModel):
@@ -72,9 +72,9 @@ def mentioned_entities(state: SemanticState, text: str) -> list[Entity]:
     for candidate in registry.search(text, limit=50):
         if any(name_tokens(a) and name_tokens(a) <= words for a in candidate.aliases):
             found[candidate.id] = candidate
-    if _CJK.search(text):
+    if HAN_CHAR.search(text):
         for entity in registry.entities.values():
-            if any(_CJK.search(a) and a in normalized for a in entity.aliases):
+            if any(HAN_CHAR.search(a) and a in normalized for a in entity.aliases):
                 found[entity.id] = entity
     return list(found.values())
 
