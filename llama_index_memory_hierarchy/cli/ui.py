@@ -22,12 +22,18 @@ def register(commands: Any, parents: list[argparse.ArgumentParser], formatter: A
         "deployment): search with explanations, filtered lists, the timeline by session and dates, the knowledge "
         "graph, the profile, what get() would inject for an input and what it showed (the access log). Read-only "
         "unless --allow-edits (create, edit, pin, forget, erase the access log, forget everything). "
-        "The user is fixed for the server's life: no URL reaches another user's data. Every page needs the "
+        "The user is fixed for the server's life: no URL reaches another user's data, except through the "
+        "operator's link that --operator prints (its holder may choose any stored user). Every page needs the "
         "secret link printed at start (a new secret each run, kept in a cookie once opened).",
     )
     ui.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, loopback only)")
     ui.add_argument("--port", type=int, default=8770, help="port (default: 8770)")
     ui.add_argument("--allow-edits", action="store_true", help="allow create / edit / pin / forget from the page")
+    ui.add_argument(
+        "--operator",
+        action="store_true",
+        help="also print an operator's link, whose holder may choose which stored user to view (Users page)",
+    )
     ui.set_defaults(handler=run_ui)
 
 
@@ -47,13 +53,27 @@ def run_ui(args: argparse.Namespace, out: Output) -> int:
     with open_memory(args, out, session=UI_SESSION) as memory:
         load_embeddings(memory, out)
         hosts = sorted({args.host.strip("[]"), "127.0.0.1", "localhost"})
-        app = create_app(memory, allow_edits=args.allow_edits, hosts=hosts, location=describe_location(memory.config))
+        app = create_app(
+            memory,
+            allow_edits=args.allow_edits,
+            hosts=hosts,
+            location=describe_location(memory.config),
+            operator=args.operator,
+        )
         mode = "edits allowed" if args.allow_edits else "read-only"
         shown = f"[{args.host}]" if ":" in args.host else args.host
         secret = app.state.inspector.access_token  # new each run: only who reads this line can open the pages
         out.note(f"memory inspector of {memory.user_id!r} ({mode}); open this link (Ctrl-C stops):")
         # the link is what the command gives: shown with --quiet too, on one line whatever the width
         out.err.print(f"    http://{shown}:{args.port}/?token={secret}", soft_wrap=True, markup=False)
+        inspector = app.state.inspector
+        if inspector.operator_token is not None:
+            out.note("operator's link (may choose which user to view; keep it to yourself):")
+            link = f"    http://{shown}:{args.port}/?token={inspector.operator_token}"
+            out.err.print(link, soft_wrap=True, markup=False)
         config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False)
-        uvicorn.Server(config).run()
+        try:
+            uvicorn.Server(config).run()
+        finally:
+            inspector.close()
     return 0

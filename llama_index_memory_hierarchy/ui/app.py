@@ -14,7 +14,11 @@ Why it is safe to leave running on a developer machine:
   command line (or in the deployment's config); no URL, form field or header selects another.
   Memory ids are looked up within that user only, and a request that names any other user in
   its query (``?user=``, ``?user_id=``) is refused with 403, so a page can never seem to show
-  someone else's memory. To inspect another user, start another server.
+  someone else's memory. To inspect another user, start another server, or:
+- **Operator mode** (``lmh ui --operator``): a second secret, the operator's, printed as its own link.
+  Only a request carrying it (its cookie or bearer) may choose, on the Users page (a same-origin POST
+  with the CSRF token), which stored user's memory the pages show; the choice is a cookie honoured only
+  beside the operator's secret, so the ordinary link still sees its one user whatever it sends.
 - **A secret per run**, as Jupyter's token: ``lmh ui`` prints a link carrying it (``/?token=...``);
   opening it sets an ``HttpOnly``, ``SameSite=Strict`` cookie and drops the token from the address.
   Every page needs that cookie (or ``Authorization: Bearer <secret>``), so another process or user
@@ -38,6 +42,7 @@ import json
 import logging
 import secrets
 from collections import OrderedDict
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from importlib import resources
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -92,6 +97,8 @@ STATIC = {"ui.css": "text/css; charset=utf-8", "favicon.svg": "image/svg+xml"}
 TIMELINE_LIMIT = 500
 #: Paths served without the run's secret: nothing of any memory is in them.
 OPEN_PATHS = ("/healthz", "/favicon.ico", "/static/")
+#: The memory a request shows: the served user's, or the one an operator chose (see Inspector.memory).
+_VIEWING: ContextVar[HierarchicalMemory | None] = ContextVar("lmh_ui_viewing", default=None)
 
 
 class Inspector:
@@ -104,8 +111,12 @@ class Inspector:
         allow_edits: bool = False,
         location: str = "",
         access_token: str | None = None,
+        operator_token: str | None = None,
     ) -> None:
-        self.memory = memory
+        self.home = memory
+        #: The operator's secret (operator mode only): the one that may choose which user to show.
+        self.operator_token = operator_token
+        self._others: dict[str, HierarchicalMemory] = {}
         self.allow_edits = allow_edits
         self.location = location
         self.csrf_token = secrets.token_urlsafe(32)
@@ -113,6 +124,7 @@ class Inspector:
         self.access_token = access_token or secrets.token_urlsafe(32)
         # cookies are not scoped by port: a name of its own per secret keeps two inspectors apart
         self.cookie_name = "lmh_ui_" + hashlib.sha256(self.access_token.encode()).hexdigest()[:12]
+        self.operator_cookie, self.view_cookie = self.cookie_name + "_op", self.cookie_name + "_view"
         env = Environment(
             loader=PackageLoader("llama_index_memory_hierarchy.ui", "templates"),
             autoescape=select_autoescape(default=True),
@@ -122,13 +134,54 @@ class Inspector:
         self.templates = Jinja2Templates(env=env)
 
     @property
+    def memory(self) -> HierarchicalMemory:
+        """The memory this request shows: the served user's, or the one its operator chose."""
+        return _VIEWING.get() or self.home
+
+    @property
     def user_id(self) -> str:
         return self.memory.user_id
+
+    def is_operator(self, request: Request) -> bool:
+        """Whether ``request`` carries the operator's secret (cookie or bearer); never outside operator mode."""
+        token = self.operator_token
+        if token is None:
+            return False
+        return any(
+            given is not None and hmac.compare_digest(given.encode(), token.encode())
+            for given in (request.cookies.get(self.operator_cookie), _bearer(request.headers.get("authorization")))
+        )
+
+    def memory_for(self, request: Request) -> HierarchicalMemory:
+        """The served user's memory, or for an operator the user its choice cookie names (opened once, on
+        the served memory's stores)."""
+        chosen = request.cookies.get(self.view_cookie) if self.is_operator(request) else None
+        if not chosen or chosen == self.home.user_id:
+            return self.home
+        try:
+            chosen = validate_identifier(chosen, "user")
+        except MemoryValidationError:
+            return self.home
+        if chosen not in self._others:
+            from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
+
+            self._others[chosen] = HierarchicalMemory.from_defaults(
+                config=self.home.config, user_id=chosen, session_id=self.home.session_id
+            )
+        return self._others[chosen]
+
+    def close(self) -> None:
+        """Close the memories opened for an operator's choices (the served one is its opener's)."""
+        for memory in self._others.values():
+            memory.close()
+        self._others.clear()
 
     # ------------------------------------------------------------------ rendering helpers
     def page(self, request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
         context.update(
             user_id=self.user_id,
+            operator=self.is_operator(request),
+            home_user=self.home.user_id,
             allow_edits=self.allow_edits,
             csrf_token=self.csrf_token,
             location=self.location,
@@ -138,9 +191,10 @@ class Inspector:
         return self.templates.TemplateResponse(request, name, context, status_code=status_code)
 
     # ------------------------------------------------------------------ checks
-    def knows(self, secret: str | None) -> bool:
-        """Whether ``secret`` is this run's (compared in constant time)."""
-        return secret is not None and hmac.compare_digest(secret.encode(), self.access_token.encode())
+    def knows(self, secret: str | None, *, operator: bool = False) -> bool:
+        """Whether ``secret`` is this run's (or, ``operator``, the operator's), compared in constant time."""
+        expected = self.operator_token if operator else self.access_token
+        return secret is not None and expected is not None and hmac.compare_digest(secret.encode(), expected.encode())
 
     def check_user(self, request: Request) -> None:
         for name in USER_PARAMETERS:
@@ -152,6 +206,10 @@ class Inspector:
         """The form of an allowed, same-origin POST carrying this server's CSRF token (else 403)."""
         if not self.allow_edits:
             raise HTTPException(403, "read-only: start the inspector with --allow-edits to change memories")
+        return await self.check_form(request)
+
+    async def check_form(self, request: Request) -> dict[str, str]:
+        """The form of a same-origin POST carrying this server's CSRF token (else 403)."""
         fetch_site = request.headers.get("sec-fetch-site")
         if fetch_site is not None and fetch_site not in ("same-origin", "none"):
             raise HTTPException(403, "cross-site request refused")
@@ -555,6 +613,25 @@ async def procedural(request: Request) -> Response:
     )
 
 
+async def users(request: Request) -> Response:
+    """Operator mode: GET lists the stored users; POST (same origin, CSRF token) chooses whose memory the pages show."""
+    app: Inspector = request.app.state.inspector
+    if not app.is_operator(request):
+        raise HTTPException(403, "choosing the user needs the operator's link (lmh ui --operator)")
+    context = app.home.context
+    known = sorted(await context.runtime.arun(context.records.users()))
+    if request.method == "POST":
+        form = await app.check_form(request)
+        chosen = form.get("user") or ""
+        if chosen not in known and chosen != app.home.user_id:
+            raise HTTPException(400, "user: no memory is stored for that user")
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(app.view_cookie, chosen, httponly=True, samesite="strict", path="/")
+        logger.info("inspector: the operator now views %r", chosen)
+        return response
+    return app.page(request, "users.html", title="Users", users=sorted({*known, app.home.user_id}))
+
+
 async def access_log(request: Request) -> Response:
     """GET: what ``get()`` showed, when, for which input, newest first; POST (edits): erase the whole log."""
     app: Inspector = request.app.state.inspector
@@ -637,14 +714,16 @@ class RunSecret:
         inspector = self.inspector
         request = Request(scope)
         given = request.query_params.get("token")
-        if given is not None and request.method == "GET" and inspector.knows(given):
+        operator = inspector.operator_token is not None and given is not None and inspector.knows(given, operator=True)
+        if given is not None and request.method == "GET" and (operator or inspector.knows(given)):
             rest = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "token"])
             response: Response = RedirectResponse(_local_target(request.url.path + (f"?{rest}" if rest else "")), 303)
-            response.set_cookie(
-                inspector.cookie_name, inspector.access_token, httponly=True, samesite="strict", path="/"
-            )
-        elif inspector.knows(request.cookies.get(inspector.cookie_name)) or inspector.knows(
-            _bearer(request.headers.get("authorization"))
+            name = inspector.operator_cookie if operator else inspector.cookie_name
+            response.set_cookie(name, given, httponly=True, samesite="strict", path="/")
+        elif (
+            inspector.knows(request.cookies.get(inspector.cookie_name))
+            or inspector.knows(_bearer(request.headers.get("authorization")))
+            or inspector.is_operator(request)
         ):
             await self.app(scope, receive, send)
             return
@@ -677,11 +756,16 @@ def _guarded(endpoint: Any) -> Any:
     """An endpoint that first refuses requests naming another user (see :meth:`Inspector.check_user`)."""
 
     async def run(request: Request) -> Response:
-        request.app.state.inspector.check_user(request)
-        if request.method != "GET":
-            return await endpoint(request)
-        with uncounted():  # a GET changes nothing, not even access counts
-            return await endpoint(request)
+        inspector: Inspector = request.app.state.inspector
+        viewing = _VIEWING.set(inspector.memory_for(request))
+        try:
+            inspector.check_user(request)
+            if request.method != "GET":
+                return await endpoint(request)
+            with uncounted():  # a GET changes nothing, not even access counts
+                return await endpoint(request)
+        finally:
+            _VIEWING.reset(viewing)
 
     return run
 
@@ -717,10 +801,18 @@ def create_app(
     hosts: list[str] | None = None,
     location: str = "",
     access_token: str | None = None,
+    operator: bool = False,
 ) -> Starlette:
     """The inspector over ``memory`` (one user). ``hosts``: the Host names it answers (default: loopback);
-    ``access_token``: the run's secret (default: a random one, ``app.state.inspector.access_token``)."""
-    inspector = Inspector(memory, allow_edits=allow_edits, location=location, access_token=access_token)
+    ``access_token``: the run's secret (default: a random one, ``app.state.inspector.access_token``);
+    ``operator``: also an operator's secret (``app.state.inspector.operator_token``) that may choose the user."""
+    inspector = Inspector(
+        memory,
+        allow_edits=allow_edits,
+        location=location,
+        access_token=access_token,
+        operator_token=secrets.token_urlsafe(32) if operator else None,
+    )
     pages = [
         ("/", overview, ["GET"]),
         ("/search", search, ["GET"]),
@@ -735,6 +827,7 @@ def create_app(
         ("/memory/{memory_id}/forget", forget_page, ["GET"]),
         ("/memory/{memory_id}/{action}", edit, ["POST"]),
         ("/procedural", procedural, ["GET", "POST"]),
+        ("/users", users, ["GET", "POST"]),
         ("/access-log", access_log, ["GET", "POST"]),
         ("/forget-everything", forget_everything, ["GET", "POST"]),
     ]

@@ -361,3 +361,41 @@ def test_instructions_and_procedures_listed_added_edited_and_deleted(memory: Any
         assert done.status_code == 303 and done.headers["location"] == "/procedural"
         assert memory.procedural.get(gone) is None and f'data-memory-id="{gone}"' not in web.get("/procedural").text
     memory.procedural.clear()
+
+
+def test_only_the_operators_secret_chooses_the_user(memory: Any, two_users: tuple[Path, dict[str, Any]]) -> None:
+    app = create_app(memory, allow_edits=False, operator=True)
+    inspector = app.state.inspector
+    user, op = (TestClient(app, base_url=BASE, follow_redirects=False) for _ in range(2))
+    assert user.get(f"/?token={inspector.access_token}").status_code == 303
+    assert op.get(f"/?token={inspector.operator_token}").status_code == 303
+    token = inspector.csrf_token
+    assert user.get("/users").status_code == 403 and user.post("/users", data={"csrf_token": token}).status_code == 403
+    page = op.get("/users")
+    assert page.status_code == 200 and 'data-user="bob"' in page.text and 'data-user="alice"' in page.text
+    assert op.post("/users", data={"user": "bob"}).status_code == 403  # no CSRF token
+    assert op.post("/users", data={"csrf_token": token, "user": "mallory"}).status_code == 400
+    chosen = op.post("/users", data={"csrf_token": token, "user": "bob"})
+    assert chosen.status_code == 303 and inspector.view_cookie in chosen.cookies
+    found = op.get("/search?q=vault+code")
+    assert "oolong-7781" in found.text and ALICE_TEA not in op.get("/search?q=favourite+tea").text
+    assert op.get(f"/memory/{two_users[1]['bob']}").status_code == 200
+    assert op.get(f"/memory/{two_users[1]['alice_tea']}").status_code == 404  # ids are looked up in bob's memory
+    assert op.get("/search?q=tea&user=alice").status_code == 403  # the shown user only, as for anyone
+
+    # the choice is honoured beside the operator's secret only
+    user.cookies.set(inspector.view_cookie, "bob")
+    assert "oolong" not in user.get("/search?q=vault+code").text
+    assert 'id="served-user">alice' in user.get("/").text
+    bearer = {"Authorization": f"Bearer {inspector.operator_token}"}
+    scripted = TestClient(app, base_url=BASE, follow_redirects=False)
+    scripted.cookies.set(inspector.view_cookie, "bob")
+    assert "oolong-7781" in scripted.get("/search?q=vault+code", headers=bearer).text
+    assert scripted.get("/users", headers={"Authorization": f"Bearer {inspector.access_token}"}).status_code == 403
+
+    # without operator mode there is no operator secret: nothing chooses the user
+    plain = client(memory, allow_edits=False)
+    plain.cookies.set(plain.app.state.inspector.view_cookie, "bob")
+    assert plain.get("/users").status_code == 403 and "oolong" not in plain.get("/search?q=vault+code").text
+    assert plain.app.state.inspector.operator_token is None
+    inspector.close()

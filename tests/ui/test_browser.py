@@ -1,10 +1,12 @@
 """``lmh ui`` driven in real headless Chromium (Debian's chromium + chromium-driver, through selenium).
 
-The server is the real command (``python -m llama_index_memory_hierarchy ui``) in its own process over
-a folder holding two users, opened through the secret link it prints. Checked: without the link nothing
+The server is the real command (``python -m llama_index_memory_hierarchy ui --operator``) in its own process over
+a folder holding two users, opened through the secret links it prints (the user's, and the operator's in a
+second browser). Checked: without the link nothing
 is shown, search shows the expected memory (with its explanation), the
 timeline and the live graph render, another user's id in the URL gets nothing, a forget with edits
-allowed removes the memory from search, forget everything asks for the user id, and no page logs a
+allowed removes the memory from search, instructions are added, edited and deleted, only the operator's
+browser can choose to view another user, forget everything asks for the user id, and no page logs a
 console error. Screenshots go to the test's folder, or to ``$LMH_UI_SCREENSHOTS`` (e.g. docs/img) to
 refresh the ones in the docs. Skipped when Chromium, its driver or selenium are missing.
 """
@@ -54,8 +56,8 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def served(
     two_users: tuple[Path, dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, str]]:
-    """``lmh ui`` in its own process: its address and the secret link it printed."""
+) -> Iterator[tuple[str, str, str]]:
+    """``lmh ui --operator`` in its own process: its address, the user's link and the operator's link it printed."""
     if _browser() is None:
         pytest.skip("no Chromium with chromedriver (Debian: apt-get install chromium chromium-driver)")
     folder, _ = two_users
@@ -65,7 +67,10 @@ def served(
     command = [sys.executable, "-m", "llama_index_memory_hierarchy", "ui", "--user", "alice", "--dir", str(folder)]
     with log.open("w") as output:
         process = subprocess.Popen(
-            [*command, "--port", str(port), "--allow-edits"], stdout=output, stderr=subprocess.STDOUT, env=env
+            [*command, "--port", str(port), "--allow-edits", "--operator"],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=env,
         )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + SERVER_START
@@ -80,9 +85,9 @@ def served(
             process.kill()
             pytest.fail(f"lmh ui did not start:\n{log.read_text()[-3000:]}")
         time.sleep(0.5)
-    printed = re.search(r"http://\S+/\?token=\S+", log.read_text())
-    assert printed, log.read_text()
-    yield base, printed.group(0)
+    printed = re.findall(r"http://\S+/\?token=\S+", log.read_text())
+    assert len(printed) == 2, log.read_text()
+    yield base, printed[0], printed[1]
     process.terminate()
     try:
         process.wait(timeout=30)
@@ -91,13 +96,29 @@ def served(
 
 
 @pytest.fixture(scope="module")
-def server(served: tuple[str, str]) -> str:
+def server(served: tuple[str, str, str]) -> str:
     return served[0]
 
 
 @pytest.fixture(scope="module")
-def browser(served: tuple[str, str]) -> Iterator[Any]:
-    """Headless Chromium that opened the printed link once (the inspector's cookie is set)."""
+def browser(served: tuple[str, str, str]) -> Iterator[Any]:
+    """Headless Chromium that opened the user's printed link once (the inspector's cookie is set)."""
+    driver = _chromium()
+    driver.get(served[1])
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def operator(served: tuple[str, str, str]) -> Iterator[Any]:
+    """Another headless Chromium, that opened the operator's printed link."""
+    driver = _chromium()
+    driver.get(served[2])
+    yield driver
+    driver.quit()
+
+
+def _chromium() -> Any:
     found = _browser()
     if found is None:
         pytest.skip("no Chromium with chromedriver")
@@ -109,10 +130,7 @@ def browser(served: tuple[str, str]) -> Iterator[Any]:
         options.add_argument(argument)
     options.add_argument("--window-size=1280,900")
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=found[1]), options=options)
-    driver.get(served[1])
-    yield driver
-    driver.quit()
+    return webdriver.Chrome(service=Service(executable_path=found[1]), options=options)
 
 
 @pytest.fixture(scope="module")
@@ -160,8 +178,8 @@ def search_for(driver: Any, base: str, query: str) -> list[Any]:
     return driver.find_elements(By.CSS_SELECTOR, "#results .result")
 
 
-def test_nothing_is_shown_without_the_printed_link(served: tuple[str, str], browser: Any) -> None:
-    base, link = served
+def test_nothing_is_shown_without_the_printed_link(served: tuple[str, str, str], browser: Any) -> None:
+    base, link, _ = served
     browser.delete_all_cookies()
     browser.get(f"{base}/search?q=which+tea+do+I+like")
     assert "secret link" in browser.find_element(By.TAG_NAME, "body").text
@@ -340,6 +358,68 @@ def test_memories_list_timeline_range_and_a_facts_sources(
     wait_until_replaced(browser, show)
     assert "genmaicha" in wait_for(browser, "#timeline").text
     assert console_errors(browser) == []
+
+
+def test_instructions_and_procedures_added_edited_and_deleted(server: str, browser: Any, shots: Path) -> None:
+    browser.get(f"{server}/")
+    browser.find_element(By.LINK_TEXT, "Instructions").click()
+    wait_for(browser, "#instruction-form")
+    for rule in ("Always answer in metric units.", "Actually, imperial units are fine again."):
+        fill(browser, "#instruction-form input[name=text]", rule)
+        add = browser.find_element(By.ID, "add-instruction")
+        add.click()
+        wait_until_replaced(browser, add)
+        wait_for(browser, "#instruction-form")
+    assert "imperial units are fine" in browser.find_element(By.ID, "instructions").text
+    assert "metric units" in browser.find_element(By.ID, "replaced").text  # kept as history
+    browser.save_screenshot(str(shots / "ui-instructions.png"))
+
+    browser.find_element(By.LINK_TEXT, "Actually, imperial units are fine again.").click()
+    wait_for(browser, "#edit-form")
+    fill(browser, "#edit-form textarea[name=content]", "Use imperial units.")
+    save = browser.find_element(By.ID, "save")
+    save.click()
+    wait_until_replaced(browser, save)
+    assert wait_for(browser, "#memory-content").text == "Use imperial units."
+    browser.get(f"{server}/procedural")
+    row = wait_for(browser, "#instructions .instruction")
+    assert "Use imperial units." in row.text
+    row.find_element(By.CSS_SELECTOR, "a.forget").click()
+    confirm = wait_for(browser, "#confirm-forget")
+    assert "Use imperial units." in browser.find_element(By.ID, "memory-content").text
+    confirm.click()
+    wait_until_replaced(browser, confirm)
+    assert wait_for(browser, "#no-instructions") and browser.current_url == f"{server}/procedural"
+    assert "Use imperial units" not in browser.find_element(By.TAG_NAME, "main").text
+    assert console_errors(browser) == []
+
+
+def test_an_operator_chooses_the_user_an_ordinary_link_cannot(server: str, browser: Any, operator: Any) -> None:
+    browser.get(f"{server}/users")
+    assert browser.find_elements(By.ID, "error-detail") and BOB_SECRET not in browser.page_source
+    assert not browser.find_elements(By.ID, "switch-user")
+    browser.get_log("browser")  # the refusal answers 403, logged by the browser
+
+    operator.get(server)
+    assert wait_for(operator, "#operator-mode") and operator.find_element(By.ID, "served-user").text == "alice"
+    operator.find_element(By.ID, "switch-user").click()
+    bob = wait_for(operator, "#users tr[data-user=bob]")
+    view = bob.find_element(By.CSS_SELECTOR, "button.view-user")
+    view.click()
+    wait_until_replaced(operator, view)
+    assert wait_for(operator, "#served-user").text == "bob"
+    assert any(BOB_SECRET in r.text for r in search_for(operator, server, "vault code"))
+    assert not any("genmaicha" in r.text for r in search_for(operator, server, "which tea do I like"))
+    assert not any("oolong" in r.text for r in search_for(browser, server, "vault code"))  # the user link: still alice
+    assert wait_for(browser, "#served-user").text == "alice"
+
+    operator.get(f"{server}/users")
+    alice = wait_for(operator, "#users tr[data-user=alice]")
+    view = alice.find_element(By.CSS_SELECTOR, "button.view-user")
+    view.click()
+    wait_until_replaced(operator, view)
+    assert wait_for(operator, "#served-user").text == "alice"
+    assert console_errors(operator) == [] and console_errors(browser) == []
 
 
 def test_forget_everything_asks_for_the_user_id(server: str, browser: Any) -> None:
