@@ -4,7 +4,8 @@ Each case of ``tests/contract`` runs on ``HierarchicalMemory`` and on the LlamaI
 comes from (``ChatMemoryBuffer``, ``Memory``), built here with the same token limit. The LLM is
 core's ``MockFunctionCallingLLM`` following a plan (the only mock: it stands in for a hosted LLM);
 it records every message list it is sent. Run as a script, it resumes a saved agent ``Context`` in
-a new process: ``python contract_memories.py CONTEXT_FILE SERIALIZER answer|continue TEXT`` prints what its LLM saw.
+a new process: ``python contract_memories.py CONTEXT_FILE SERIALIZER answer|continue TEXT`` prints what its
+LLM saw, its response and the memory it ran with.
 """
 
 import asyncio
@@ -118,10 +119,15 @@ def fetch_page(url: str) -> str:
 async def ask_human(ctx: Context, question: str) -> str:
     """Ask the person a question and wait for the answer (the run pauses until it comes).
 
-    This module has no ``from __future__ import annotations``: the tool finds ``ctx`` by its annotation.
+    The question goes out as the wait's ``waiter_event``, as LlamaIndex's human-in-the-loop guide does: the
+    runtime publishes it only once the waiter is in the run's state, so a context saved on seeing it always
+    holds the wait. (Written to the stream before the wait, it raced the step: a context saved on seeing it
+    sometimes lacked the waiter, and the resumed run never delivered the answer.) This module has no
+    ``from __future__ import annotations``: the tool finds ``ctx`` by its annotation.
     """
-    ctx.write_event_to_stream(InputRequiredEvent(prefix=question))
-    answer = await ctx.wait_for_event(HumanResponseEvent)
+    answer = await ctx.wait_for_event(
+        HumanResponseEvent, waiter_event=InputRequiredEvent(prefix=question), waiter_id=question
+    )
     return answer.response
 
 
@@ -147,30 +153,37 @@ async def apause(run_agent: FunctionAgent, message: str, memory: Any, serializer
 
 
 async def aresume(run_agent: FunctionAgent, saved: dict[str, Any], serializer: str, answer: str) -> str:
-    """Resume a paused run from its saved context with the human's answer; its response."""
-    ctx = Context.from_dict(run_agent, saved, serializer=SERIALIZERS[serializer]())
+    """Resume a paused run from its saved context with the human's answer; its response.
+
+    The saved context already holds the wait (its question was asked once), so the answer is sent at once.
+    """
+    response, _ = await aresume_in(
+        run_agent, Context.from_dict(run_agent, saved, serializer=SERIALIZERS[serializer]()), answer
+    )
+    return response
+
+
+async def aresume_in(run_agent: FunctionAgent, ctx: Context, answer: str) -> tuple[str, Any]:
+    """Resume a paused run in the restored ``ctx`` with the human's answer; its response and its memory."""
     handler = run_agent.run(ctx=ctx)
-    async for event in handler.stream_events():
-        if isinstance(event, InputRequiredEvent):
-            handler.ctx.send_event(HumanResponseEvent(response=answer))
-    return str(await handler)
+    handler.ctx.send_event(HumanResponseEvent(response=answer))
+    response = str(await handler)
+    return response, await ctx.store.get("memory")
 
 
 async def _main(path: str, serializer: str, mode: str, text: str) -> None:
     sent: list[list[ChatMessage]] = []
     run_agent = agent(ASK_PLAN if mode == "answer" else [{"answer": "Welcome back."}], sent)
     saved = json.loads(Path(path).read_text())
+    ctx = Context.from_dict(run_agent, saved, serializer=SERIALIZERS[serializer]())
     if mode == "answer":  # a paused run: the human's answer resumes it
-        await aresume(run_agent, saved, serializer, text)
-        ctx_memory = None
+        response, ctx_memory = await aresume_in(run_agent, ctx, text)
     else:  # a finished run: the next message continues it
-        ctx = Context.from_dict(run_agent, saved, serializer=SERIALIZERS[serializer]())
-        await run_agent.run(user_msg=text, ctx=ctx)
+        response = str(await run_agent.run(user_msg=text, ctx=ctx))
         ctx_memory = await ctx.store.get("memory")
     seen = [m.content or "" for m in sent[-1]]
-    print(json.dumps({"seen": seen, "memory": type(ctx_memory).__name__ if ctx_memory is not None else None}))
-    if ctx_memory is not None:
-        ctx_memory.close()
+    print(json.dumps({"seen": seen, "response": response, "memory": type(ctx_memory).__name__}))
+    ctx_memory.close()
 
 
 if __name__ == "__main__":

@@ -35,11 +35,6 @@ def _texts(messages: list[ChatMessage]) -> list[str]:
 _JSON_SKIPS_IT = pytest.mark.xfail(
     strict=True, reason="LlamaIndex's JsonSerializer skips a ChatMemoryBuffer ('known unserializable key: memory')"
 )
-#: Not strict: LlamaIndex's own pickled buffer loses the tool result on some runs only (a difference of the reference
-#: class, not of this memory, whose cases stay strict).
-_PAUSED_LOSES_IT = pytest.mark.xfail(
-    strict=False, reason="a pickled ChatMemoryBuffer resumes without the tool result on some runs"
-)
 
 
 @pytest.mark.parametrize(
@@ -78,7 +73,7 @@ async def test_a_finished_run_resumed_from_its_context_continues_with_the_earlie
         ("hierarchy", "json"),
         ("hierarchy", "pickle"),
         pytest.param("buffer", "json", marks=_JSON_SKIPS_IT),
-        pytest.param("buffer", "pickle", marks=_PAUSED_LOSES_IT),
+        ("buffer", "pickle"),
     ],
 )
 async def test_a_paused_run_resumes_from_its_saved_context(persist_dir: Path, kind: str, serializer: str) -> None:
@@ -97,22 +92,22 @@ async def test_a_paused_run_resumes_from_its_saved_context(persist_dir: Path, ki
 
 @pytest.mark.parametrize(
     ("serializer", "mode"),
-    [("json", "continue"), ("pickle", "continue")],
+    [("json", "continue"), ("pickle", "continue"), ("json", "answer"), ("pickle", "answer")],
 )
 async def test_a_context_resumed_in_a_new_process_continues_on_the_same_folder(
     persist_dir: Path, tmp_path: Path, serializer: str, mode: str
 ) -> None:
-    """A finished run takes the next message in a new process. (``answer``, a run paused at a question and
-    resumed in a new process, is left out: there LlamaIndex's resumed run does not always deliver the answer to
-    its tool, whatever the memory; in one process it does, see the test above.)"""
+    """A finished run takes the next message in a new process (``continue``); a run paused at a question takes
+    the human's answer there (``answer``). Either way the new process sees the earlier turns and writes to the
+    same folder."""
     sent: list[list[ChatMessage]] = []
     memory = open_memory("hierarchy", persist_dir)
+    runner = agent([{"answer": "Hi Ada."}], sent)
+    ctx = Context(runner)
+    await runner.run(user_msg="I am Ada and I like figs.", ctx=ctx, memory=memory)
     if mode == "answer":
-        saved = await apause(agent(ASK_PLAN, sent), "I am Ada and I like figs.", memory, serializer)
+        saved = await apause(agent(ASK_PLAN, sent), "Plan my picnic.", memory, serializer)
     else:
-        runner = agent([{"answer": "Hi Ada."}], sent)
-        ctx = Context(runner)
-        await runner.run(user_msg="I am Ada and I like figs.", ctx=ctx, memory=memory)
         saved = json.loads(json.dumps(ctx.to_dict(serializer=SERIALIZERS[serializer]())))
     memory.close()
     path = tmp_path / "context.json"
@@ -128,8 +123,9 @@ async def test_a_context_resumed_in_a_new_process_continues_on_the_same_folder(
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert "I am Ada and I like figs." in result["seen"] and "What fruit do I like?" in result["seen"]
-    if mode == "continue":
-        assert result["memory"] == "HierarchicalMemory"
+    if mode == "answer":
+        assert "Plan my picnic." in result["seen"] and result["response"] == "Noted."
+    assert result["memory"] == "HierarchicalMemory"
     reopened = open_memory("hierarchy", persist_dir)
     assert "What fruit do I like?" in _texts(reopened.get_all())
     reopened.close()
