@@ -121,6 +121,33 @@ def test_deleting_the_turn_deletes_its_image(make_memory: Factory) -> None:
     assert memory.get_all() == []
 
 
+def test_the_same_image_in_two_turns_stays_until_both_are_deleted(make_memory: Factory) -> None:
+    """One stored file for both turns (content-addressed): deleting the first turn must not take the second's image."""
+    png = image_bytes("sunset", size=(800, 600))
+    memory = make_memory()
+    memory.put(ChatMessage(role=MessageRole.USER, blocks=[ImageBlock(image=png), TextBlock(text="First.")]))
+    memory.put(ChatMessage(role=MessageRole.USER, blocks=[ImageBlock(image=png), TextBlock(text="Again.")]))
+    first, second = memory.episodic.get_session()
+    memory.manager.forget_memories([first.id])
+    (kept,) = make_memory().get_all()  # reopened: read back from the stored file
+    assert isinstance(kept.blocks[0], ImageBlock) and kept.blocks[0].resolve_image().read() == png
+    assert len(memory.perceptual.files.stored_files("alice")) == 1
+    memory.manager.forget_memories([second.id])  # the last turn citing it: nothing left
+    assert memory.perceptual.get_stats()["count"] == 0
+    assert memory.perceptual.files.stored_files("alice") == []
+
+
+def test_an_image_added_explicitly_is_not_deleted_with_a_turn_that_showed_it(make_memory: Factory) -> None:
+    png = image_bytes("sunset", size=(800, 600))
+    memory = make_memory()
+    memory.put(ChatMessage(role=MessageRole.USER, blocks=[ImageBlock(image=png), TextBlock(text="Mine.")]))
+    perception = memory.perceptual.add_perception(png)  # the user's own memory of the same bytes
+    (turn,) = memory.episodic.get_session()
+    memory.manager.forget_memories([turn.id])
+    assert memory.perceptual.get(perception) is not None
+    assert len(memory.perceptual.files.stored_files("alice")) == 1
+
+
 def test_a_long_turn_is_stored_whole_and_found_by_its_head(make_memory: Factory) -> None:
     page = "Zanzibar spice report. " + "filler words here. " * 9000
     memory = make_memory()

@@ -154,6 +154,7 @@ class PerceptualMemory(StoredTier):
                 if existing is not None:
                     logger.debug("perception %s already holds these bytes; not stored again", existing.id)
                     await self._arecaption(existing, caption, transcript)
+                    await self._acite(existing, extra.get("source_ids"))
                     return existing.id
                 info = await asyncio.to_thread(inspect_media, staged.read_path, detected, ext, staged.display_name)
                 ref = await asyncio.to_thread(self.files.commit, staged, self.user_id, info.ext or ext)
@@ -227,6 +228,20 @@ class PerceptualMemory(StoredTier):
         content, source = given
         if content != existing.content:
             await StoredTier.aupdate(self, existing.id, content=content, metadata={"caption_source": source})
+
+    async def _acite(self, existing: MemoryItem, sources: Any) -> None:
+        """The same bytes added again: the perception now also stands for this add's sources.
+
+        Why: a perception derived from a turn (``source_ids``) is deleted with the last turn it cites. The same
+        image put in a second turn must add that turn, or deleting the first deletes the second's image too. Added
+        without sources (explicitly), it stops being derived: it stays until it is deleted itself.
+        """
+        cited = existing.metadata.get("source_ids")
+        if not cited:
+            return  # not derived: no delete of a turn reaches it
+        merged = list(dict.fromkeys([*cited, *(sources or [])])) if sources else []
+        if merged != cited:
+            await StoredTier.aupdate(self, existing.id, metadata={"source_ids": merged})
 
     async def _afind_by_sha(self, sha256: str) -> MemoryItem | None:
         records = await self.context.records.query(
