@@ -11,7 +11,9 @@ summaries, consolidation marks, cursors, audit trail); the stored perception fil
 ``aimport_user(context, path)`` writes it back item for item (same ids, same fields). An
 embedding is reused when its space is the current text space (same model), and
 recomputed when the text model differs; satellite vectors keep their own spaces. The
-knowledge graph is rebuilt from the imported facts.
+knowledge graph is rebuilt from the imported facts. A chat turn is imported whole whatever its
+length (the length bound is for an explicit ``add()``), and the stored files its image, audio or
+document blocks name are the imported copies, not the exporter's.
 
 ``aexport_session`` writes a session as Markdown or JSON: the turns with their times, the
 running summary, and what was remembered from it (facts distilled from its turns, session
@@ -53,6 +55,12 @@ logger = logging.getLogger(__name__)
 EXPORT_FORMAT = "llama-index-memory-hierarchy/user-export"
 EXPORT_VERSION = 1
 _PAGE = 1000
+#: Metadata keys of a turn as ``put()`` stored it (``provenance.SIGNATURE_KEY``, ``session_history.CHAT_MESSAGE_KEY``
+#: and its blocks' ``FILE_KEY``; those modules are layers above): a turn is imported whole, whatever its length, as it
+#: was stored, and its blocks' files are the imported ones.
+_TURN_SIGNATURE_KEY = "chat_signature"
+_TURN_MESSAGE_KEY = "chat_message"
+_BLOCK_FILE_KEY = "lmh_file"
 _SKIP_TABLES = {memories.name, index_outbox.name}
 
 
@@ -333,10 +341,14 @@ async def _aimport(
         space = data.pop("space", None)
         vector = _decode_vector(data.pop("embedding", None), f"records[{position}].embedding")
         data["user_id"] = user_id
-        file = (data.get("metadata") or {}).get("file")
+        metadata = data.get("metadata") or {}
+        file = metadata.get("file")
         if isinstance(file, dict) and file.get("ref") in refs:
-            data["metadata"] = {**data["metadata"], "file": {**file, "ref": refs[file["ref"]]}}
-        item = MemoryItem.create(**data)
+            data["metadata"] = metadata = {**metadata, "file": {**file, "ref": refs[file["ref"]]}}
+        raw = metadata.get(_TURN_MESSAGE_KEY)
+        if isinstance(raw, str) and refs:
+            data["metadata"] = metadata = {**metadata, _TURN_MESSAGE_KEY: _remap_block_files(raw, refs)}
+        item = MemoryItem.create(turn=_TURN_SIGNATURE_KEY in metadata, **data)
         if vector is not None and space == exported_space and space != current_space:
             vector, space = None, None  # another text model: embed again
             report.reembedded += 1
@@ -359,6 +371,27 @@ async def _aimport(
         memory.invalidate()
     await store.alog(user_id, "import", {"records": report.records, "reembedded": report.reembedded})
     return report
+
+
+def _remap_block_files(raw: str, refs: dict[str, str]) -> str:
+    """A turn's stored message with its binary blocks' file refs moved to the imported files.
+
+    Why: a block stored as a file names it by ref (``<user>/<sha[:2]>/<sha>.<ext>``); imported as another user or
+    into another folder, the exporter's ref would name the exporter's file. Unchanged text when nothing moved, so a
+    turn re-imported as it was keeps its signature.
+    """
+    try:
+        message = json.loads(raw)
+    except ValueError:
+        return raw
+    changed = False
+    for block in message.get("blocks") or [] if isinstance(message, dict) else []:
+        stored = block.get(_BLOCK_FILE_KEY) if isinstance(block, dict) else None
+        file = stored.get("file") if isinstance(stored, dict) else None
+        if isinstance(file, dict) and refs.get(file.get("ref"), file.get("ref")) != file.get("ref"):
+            stored["file"] = {**file, "ref": refs[file["ref"]]}
+            changed = True
+    return json.dumps(message, ensure_ascii=False) if changed else raw
 
 
 async def _aimport_files(

@@ -11,12 +11,13 @@ from typing import Any
 import numpy as np
 import pytest
 from llama_index.core.base.llms.types import ChatMessage
+from media_samples import image_bytes
 from PIL import Image
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.knowledge.base import KnowledgeBase
 from llama_index_memory_hierarchy.lifecycle.portability import EXPORT_FORMAT
-from llama_index_memory_hierarchy.perception.files import FileStore
+from llama_index_memory_hierarchy.perception.files import FileStore, user_dir_name
 
 
 def settle(memory: Any) -> None:
@@ -174,6 +175,35 @@ def test_import_as_another_user_and_conflicts(rich, tmp_path: Path) -> None:
     bad.write_text('{"format": "something else"}')
     with pytest.raises(MemoryValidationError, match="path"):
         memory.manager.import_user(bad)
+
+
+def test_a_long_turn_and_an_image_turn_import_as_another_user_elsewhere(memory_factory, tmp_path: Path) -> None:
+    """A 150,000-character turn (put() keeps it whole) re-imports whole; an image block's stored file is the
+    importer's copy, under the importer's user, not the exporter's file."""
+    from llama_index.core.base.llms.types import ImageBlock, TextBlock
+
+    from llama_index_memory_hierarchy.session_history import CHAT_MESSAGE_KEY, FILE_KEY
+
+    page = "".join(f"row {n}: an invented ledger of the Quillon bakery.\n" for n in range(3200))
+    assert len(page) > 150_000
+    png = image_bytes("sunset", size=(640, 480))
+    memory = memory_factory()
+    memory.put(ChatMessage(role="tool", content=page, additional_kwargs={"tool_call_id": "call-1"}))
+    memory.put(ChatMessage(role="user", blocks=[ImageBlock(image=png), TextBlock(text="My garden.")]))
+    path = tmp_path / "alice.json"
+    memory.manager.export_user(None, path)
+    other_dir = tmp_path / "other"
+    other_dir.mkdir()
+    target = memory_factory(user_id="bob", persist_dir=str(other_dir))
+    target.manager.import_user(path, user_id="bob")
+    turns = {t.content: t for t in target.episodic.get_session("s1")}
+    assert page.strip() in turns  # whole (a turn's text is stored stripped; its exact message beside it)
+    (garden,) = [t for text, t in turns.items() if "My garden." in text]
+    raw = json.loads(garden.metadata[CHAT_MESSAGE_KEY])
+    (stored,) = [b[FILE_KEY] for b in raw["blocks"] if b.get(FILE_KEY)]
+    assert stored["file"]["ref"].startswith(f"{user_dir_name('bob')}/")
+    assert FileStore(other_dir).resolve(stored["file"], "bob").read_bytes() == png
+    assert target.perceptual.get(stored["perception"]).metadata["file"]["ref"] == stored["file"]["ref"]
 
 
 def test_export_session_markdown_and_json(rich, tmp_path: Path) -> None:
