@@ -28,8 +28,9 @@ without a name makes a fact of the user's with the role in the predicate ("My si
 Leeds" -> ``User sister_lives_in Leeds``, "女儿2019年5月3日出生" -> ``User daughter_born_on 2019年5月3日``).
 
 Modules, each importing only those before it: ``relations`` (canonical predicates, negation),
-``base`` (what an extraction yields, :class:`Extractor`), ``english`` (spaCy), ``regex``
-(English without spaCy), ``chinese`` (jieba), ``offline``, ``llm``.
+``base`` (what an extraction yields, :class:`Extractor`), ``english`` (spaCy: a package of model,
+words, mentions, clause shapes and clauses), ``regex`` (English without spaCy), ``chinese`` (jieba),
+``offline``, ``llm``.
 """
 
 from llama_index_memory_hierarchy.extraction.base import (

@@ -17,9 +17,9 @@ from llama_index_memory_hierarchy.extraction import (
     LLMExtractor,
     OfflineExtractor,
     default_extractor,
-    english,
     normalize_predicate,
 )
+from llama_index_memory_hierarchy.extraction.english import model as spacy_model
 
 
 class ScriptedLLM(CustomLLM):
@@ -132,9 +132,9 @@ async def test_jieba_chinese_entities_and_relations() -> None:
 async def test_without_spacy_capitalised_phrases(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(english, "_spacy_nlp", None)
-    monkeypatch.setattr(english, "_spacy_failed", False)
-    monkeypatch.setattr(english, "SPACY_MODELS", ("no_such_model_xyz",))
+    monkeypatch.setattr(spacy_model, "_spacy_nlp", None)
+    monkeypatch.setattr(spacy_model, "_spacy_failed", False)
+    monkeypatch.setattr(spacy_model, "SPACY_MODELS", ("no_such_model_xyz",))
     with caplog.at_level(logging.WARNING):
         [result] = await OfflineExtractor().aextract_many(["Alice Chen works at Acme Corp in Paris. I live in Berlin."])
     assert "falls back to capitalised phrases" in caplog.text

@@ -1,0 +1,110 @@
+"""English facts clause by clause: which clauses state a fact (no question, conditional, hedge or negation
+lost) and which shape reads it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from llama_index_memory_hierarchy.extraction.base import ExtractedFact, Extraction, unique_facts
+from llama_index_memory_hierarchy.extraction.english.shapes import FactShapes
+from llama_index_memory_hierarchy.extraction.english.words import (
+    CONDITIONAL_MARKS,
+    HEDGES,
+    HYPOTHETICAL_MODALS,
+    REQUEST_VERBS,
+    SINGLE_CLAUSE_MARKS,
+)
+from llama_index_memory_hierarchy.extraction.relations import USER_ENTITY
+from llama_index_memory_hierarchy.language import THIRD_PERSON
+
+
+class SpacyReader(FactShapes):
+    """Clause-by-clause facts over one parsed spaCy ``Doc`` (see :mod:`llama_index_memory_hierarchy.extraction`
+    for the rules)."""
+
+    def facts(self) -> list[ExtractedFact]:
+        out: list[ExtractedFact | None] = []
+        for sent in self.doc.sents:
+            self.reported = any(self._the_user(t) for t in sent)
+            if not self._skip_sentence(sent):
+                out.extend(self._relation_nouns(sent))
+                for token in sent:
+                    if token.dep_ in {"ROOT", "conj", "advcl", "parataxis"} and token.pos_ in {"VERB", "AUX"}:
+                        out.extend(self._clause(token))
+            for ent in sent.ents:
+                if ent.label_ == "PERSON":
+                    self.people.append(ent.text)
+        return unique_facts(out)
+
+    @staticmethod
+    def _skip_sentence(sent: Any) -> bool:
+        """Questions and conditionals state no fact."""
+        if "?" in sent.text:
+            return True
+        return any(t.dep_ == "mark" and t.lower_ in CONDITIONAL_MARKS for t in sent)
+
+    def _subject_token(self, verb: Any) -> Any | None:
+        for child in verb.children:
+            if child.dep_ in {"nsubj", "nsubjpass"}:
+                return child
+            if child.dep_ == "expl":
+                return None
+        if verb.dep_ == "conj" and verb.head is not verb:
+            return self._subject_token(verb.head)
+        return None
+
+    def _negated(self, verb: Any) -> bool:
+        for child in verb.children:
+            if child.dep_ == "neg" or (child.dep_ == "advmod" and any(c.dep_ == "neg" for c in child.children)):
+                return True  # "not", "never", "no longer"
+        if verb.dep_ == "conj" and not any(c.dep_ in {"nsubj", "nsubjpass"} for c in verb.children):
+            return self._negated(verb.head)
+        return False
+
+    def _uncertain(self, verb: Any) -> bool:
+        """Hypothetical, hedged or subordinate-time clauses."""
+        for child in verb.children:
+            if child.dep_ == "aux" and child.lower_ in HYPOTHETICAL_MODALS:
+                return True
+            if child.dep_ == "advmod" and child.lower_ in HEDGES:
+                return True
+            if child.dep_ in {"mark", "advmod"} and child.lower_ in SINGLE_CLAUSE_MARKS and child.i < verb.i:
+                return True
+        if verb.dep_ == "conj" and verb.head is not verb:
+            return self._uncertain(verb.head) and not any(c.dep_ == "nsubj" for c in verb.children)
+        return False
+
+    def _clause(self, verb: Any) -> list[ExtractedFact | None]:
+        subject_token = self._subject_token(verb)
+        if subject_token is None or self._uncertain(verb):
+            return []
+        negated = self._negated(verb)
+        naming = self._passive_name(verb, subject_token, negated)
+        if naming is not None:
+            return naming
+        subject = self.named(subject_token)
+        if subject is None and verb.lemma_.lower() in REQUEST_VERBS:  # "My boss told me to call the supplier"
+            return self._verb((subject_token.text, "ENTITY"), verb, negated, prefix=None)
+        if subject is None:
+            found = self._possessive_subject(verb, subject_token, negated)
+            if not found and not negated and self._kin(subject_token) is not None:
+                return self._kin_clause(verb, subject_token)
+            return found
+        if subject[0] != USER_ENTITY and subject_token.lower_ not in THIRD_PERSON:
+            self.people.append(subject[0])
+        if verb.lemma_ == "be" and not any(c.dep_ == "acomp" and c.tag_ == "VBN" for c in verb.children):
+            return self._copula(subject, verb, negated)
+        hyphen = self._hyphenated(verb) if any(c.dep_ == "auxpass" for c in verb.children) else None
+        if hyphen is not None:  # "Carol is left-handed", parsed as a passive verb by small models
+            return [self._make(subject, "is_not" if negated else "is", (hyphen, "CONCEPT"))]
+        return self._verb(subject, verb, negated, prefix=None)
+
+
+def spacy_extract(nlp: Any, texts: Sequence[str]) -> list[Extraction]:
+    results = []
+    for doc in nlp.pipe(texts, batch_size=32):
+        reader = SpacyReader(doc)
+        facts = reader.facts()
+        results.append(Extraction(entities=reader.entities(facts), facts=facts))
+    return results

