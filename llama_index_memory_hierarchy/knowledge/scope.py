@@ -6,7 +6,6 @@ The retriever, the query engine and the ingestion work on this small bundle rath
 
 from __future__ import annotations
 
-import asyncio
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -18,6 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index_memory_hierarchy.runtime import Runtime
     from llama_index_memory_hierarchy.stores.base import Record
     from llama_index_memory_hierarchy.stores.context import StoreContext
+    from llama_index_memory_hierarchy.stores.worklock import WorkLock
 
 #: Record namespace prefix of knowledge bases (memory tiers use ``memory``).
 KB_NAMESPACE_PREFIX = "kb:"
@@ -52,8 +52,8 @@ class KnowledgeScope:
         """The package runtime that runs the store coroutines."""
         return self.context.runtime
 
-    def lock(self) -> asyncio.Lock:
-        """One writer at a time per (user, knowledge base) in this process."""
+    def lock(self) -> WorkLock:
+        """One writer at a time per (user, knowledge base), in every process of an embedded folder."""
         return self.context.lock(KnowledgeScope, self.user_id, self.namespace)
 
     async def arecords(self, filters: MemoryFilter | None = None) -> list[Record]:

@@ -68,6 +68,7 @@ from llama_index_memory_hierarchy.stores.vector import as_vector_index, open_vec
 from llama_index_memory_hierarchy.stores.vector._common import check_vector
 from llama_index_memory_hierarchy.stores.vector.edge import EdgeVectorIndex
 from llama_index_memory_hierarchy.stores.vector.mirror import MirrorVectorIndex
+from llama_index_memory_hierarchy.stores.worklock import WorkLock, WorkLocks
 from llama_index_memory_hierarchy.types import MemoryFilter, MemoryType
 
 logger = logging.getLogger(__name__)
@@ -116,7 +117,8 @@ class StoreContext:
         self._guard = threading.Lock()
         #: What the layers above keep once per deployment (typed fields).
         self.shared = SharedState()
-        self._locks: dict[tuple[Any, ...], asyncio.Lock] = {}
+        #: The work locks of the layers above: across processes wherever the folder is shared.
+        self.work_locks = WorkLocks(self.persist_dir if self._lock is not None else None)
         self._graph: UserGraph | None = None
         self._background: set[asyncio.Task[Any]] = set()
         #: Access bumps of reads, written in the background (one write per burst of reads).
@@ -226,6 +228,7 @@ class StoreContext:
         try:
             self.runtime.run(self._aclose())
         finally:
+            self.work_locks.close()
             if self._lock is not None:
                 self._lock.release()
 
@@ -304,14 +307,13 @@ class StoreContext:
                 self._graph = UserGraph(open_graph_store(self.config))
             return self._graph
 
-    def lock(self, owner: type, *key: Hashable) -> asyncio.Lock:
-        """The asyncio lock of ``owner`` (the class whose work it serialises) for ``key``, one per context.
+    def lock(self, owner: type, *key: Hashable) -> WorkLock:
+        """The lock of ``owner`` (the class whose work it serialises) for ``key``: ``async with`` it.
 
-        Every memory object over these stores gets the same lock, so their writes for one user never interleave.
+        Every memory object over these stores gets the same lock, and on an embedded folder so does every other
+        process (:mod:`.worklock`), so their read-modify-writes for one user never interleave.
         """
-        slot = (owner, *key)
-        with self._guard:
-            return self._locks.setdefault(slot, asyncio.Lock())
+        return self.work_locks.get(owner, *key)
 
     def spawn(self, coro: Any) -> None:
         """Run a coroutine in the background on the runtime loop; awaited on close."""

@@ -31,6 +31,7 @@ from llama_index_memory_hierarchy.perception.encoders import (
 from llama_index_memory_hierarchy.perception.files import FileRef, FileStore
 from llama_index_memory_hierarchy.perception.media import MediaInfo, Modality, as_modality, inspect_media
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
+from llama_index_memory_hierarchy.stores.worklock import WorkLock
 from llama_index_memory_hierarchy.tiers.perceptual.captions import acontent, given_text
 from llama_index_memory_hierarchy.tiers.perceptual.intake import astage, wrap_encoder
 from llama_index_memory_hierarchy.tiers.perceptual.llm_context import aask_about, adescribe_for_context
@@ -106,8 +107,9 @@ class PerceptualMemory(StoredTier):
             encoders=self.encoders,
         )
 
-    def _lock(self) -> asyncio.Lock:
-        """One lock per user: dedupe check, write and file removal never interleave."""
+    def _lock(self) -> WorkLock:
+        """One lock per user, in every process of the folder: dedupe check, write and file removal never
+        interleave."""
         return self.context.lock(PerceptualMemory, self.user_id)
 
     # ------------------------------------------------------------------ adding
