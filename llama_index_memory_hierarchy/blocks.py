@@ -70,12 +70,14 @@ class HierarchyMemoryBlock(BaseMemoryBlock[str]):
         return value
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
-        query = next((message_text(m) for m in reversed(messages or []) if m.role == MessageRole.USER), None)
+        turns = [message_text(m) for m in messages or [] if m.role == MessageRole.USER]
+        query = turns[-1] if turns else None
         if not query:
             return ""
         memory: BlockMemory = self.memory
-        # the cross-tier search restricted to this block's tiers; lines fill the budget best first, whole
-        items = await memory.asearch(query, 2 * self.top_k, memory_types=self.memory_types)
+        # the cross-tier search restricted to this block's tiers, reading what the recent turns are about
+        # (``retrieval.conversation_query``); lines fill the budget best first, whole
+        items = await memory.asearch(query, 2 * self.top_k, memory_types=self.memory_types, conversation=turns[-8:])
         budget = self.token_limit or memory.config.memory_context_token_limit
         return "\n".join(fill_budget((format_memory(item) for item in items), budget, self.top_k, count_tokens))
 

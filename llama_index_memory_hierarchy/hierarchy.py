@@ -37,6 +37,7 @@ from llama_index_memory_hierarchy.messages import MEMORY_HEADER, format_memory, 
 from llama_index_memory_hierarchy.provenance import SIGNATURE_KEY, asigning_key, sign_turn
 from llama_index_memory_hierarchy.ranking.context import fill_budget
 from llama_index_memory_hierarchy.ranking.settings import RankingSettings, ranking_settings
+from llama_index_memory_hierarchy.retrieval.conversation_query import ShownEarlier
 from llama_index_memory_hierarchy.retrieval.retriever import HierarchyRetriever
 from llama_index_memory_hierarchy.retrieval.search import CrossTierSearch, asearch
 from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
@@ -95,6 +96,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
     _manager: MemoryManager = PrivateAttr()
     _search: CrossTierSearch | None = PrivateAttr(default=None)
     _ranking: RankingSettings | str | None = PrivateAttr(default=None)
+    _shown_earlier: dict[str, ShownEarlier] = PrivateAttr(default_factory=dict)  # by session
 
     @classmethod
     def class_name(cls) -> str:
@@ -414,6 +416,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
 
     async def _aclear_short_term(self) -> None:
         self._context_cache = None
+        self._shown_earlier.pop(self.session_id, None)
         await self.working.aclear()
         await self._manager.compressor.areset(self.session_id)
 
@@ -528,8 +531,10 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         query = input
         if query is None:
             query = next((message_text(m) for _, m, _ in reversed(history) if m.role == MessageRole.USER), None)
-        memory_message, shown = await self._amemory_message(query, {memory_id for memory_id, _, _ in window})
+        turns = [message_text(m) for _, m, _ in history if m.role == MessageRole.USER]  # what it is about
+        memory_message, shown = await self._amemory_message(query, {memory_id for memory_id, _, _ in window}, turns)
         if query:  # the access log: what this get() showed, for which input (written in the background)
+            self._shown_earlier.setdefault(self.session_id, ShownEarlier()).record(query, shown)
             self._context.accesses.shown(self.user_id, self.session_id, query[:_LOGGED_INPUT_CHARS], shown)
         if summary:
             sections = [compressor.section(summary), *([memory_message.content] if memory_message else [])]
@@ -544,17 +549,23 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         )
         return [*messages[:at], memory_message, *messages[at:]]
 
-    async def _amemory_message(self, query: str | None, exclude: set[str]) -> tuple[ChatMessage | None, list[str]]:
+    async def _amemory_message(
+        self, query: str | None, exclude: set[str], turns: Sequence[str] = ()
+    ) -> tuple[ChatMessage | None, list[str]]:
         """The standing instructions, the user profile and the best memories for ``query`` within
         ``memory_context_token_limit``, and the ids of the memories it shows.
 
         The instructions come first and take the budget first (memories never displace them; of two that
         conflict only the newer stands, see ``tiers.procedural``). One line per memory (time, tier, text),
-        best first, none twice; the history window (``exclude``) is shown anyway, so it is left out. A line
-        that does not fit is dropped whole.
+        best first, none twice; the history window (``exclude``) is shown anyway, so it is left out, and so is
+        what an earlier input of the session showed (``ShownEarlier``). The search reads the recent user
+        ``turns`` for what the conversation is about (``retrieval.conversation_query``). A line that does not
+        fit is dropped whole.
         """
         every_rule = await self.procedural.ainstructions(include_history=True)
         rules = [rule for rule in every_rule if is_current(rule)]
+        earlier = self._shown_earlier.get(self.session_id)
+        exclude = exclude | (earlier.held_back(query) if earlier and query else frozenset())
         key = (query, self._history.version, self._manager.deps.revision.value, frozenset(exclude), tuple(every_rule))
         if self._context_cache is not None and self._context_cache[0] == key:
             return self._context_cache[1]
@@ -570,7 +581,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         profile_limit = max(min(self._manager.settings.profile_token_limit, room // 2), 0)
         # spare candidates: the history window is ranked too (so that what repeats it collapses into it) and
         # dropped, and a line too long for what is left of the budget leaves room to the next
-        recall = self.asearch(query, 2 * limit + min(len(exclude), 2 * limit))
+        recall = self.asearch(query, 2 * limit + min(len(exclude), 2 * limit), conversation=list(turns[-8:]))
         try:
             items, profile = await asyncio.gather(recall, self._manager.aprofile_text(profile_limit))
         except MemoryValidationError:

@@ -50,6 +50,24 @@ class RankingSettings(BaseModel):
     )
     content_free_factor: float = Field(default=0.5, ge=0, le=1, description="Share a content-free memory keeps.")
     history_factor: float = Field(default=0.5, ge=0, le=1, description="Weight of a superseded fact.")
+    conversation_weight: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="Share of the recent user turns in the query vector of an input that asks nothing (small "
+        "talk: the conversation says what it is about); 0 searches the input alone "
+        "(``retrieval.conversation_query``).",
+    )
+    question_conversation_weight: float = Field(
+        default=0.0, ge=0, le=1, description="The same share for an input that asks a question (it names its topic)."
+    )
+    conversation_turns: int = Field(default=3, ge=0, description="How many recent user turns the query reads.")
+    chat_keyword_weight: float = Field(
+        default=0.0,
+        ge=0,
+        description="Multiplier of keyword_weight for an input that asks nothing: small talk shares words with "
+        "unrelated memories more often than with the one it is about.",
+    )
     signal_weights: dict[str, float] = Field(
         default_factory=dict,
         description="Multiplier of each explanation column (WEIGHTED_SIGNALS; 1 when absent): the fitted part.",
@@ -110,6 +128,7 @@ def presets() -> dict[str, RankingSettings]:
         "dense_only": unfitted.but(name="dense_only", keyword_weight=0.0),
         "no_conversation_rules": unfitted.but(name="no_conversation_rules", context_share=1.0),
         "no_floor": unfitted.but(name="no_floor", relevance_floor=False),
+        "input_only": unfitted.but(name="input_only", conversation_weight=0.0),
     }
 
 

@@ -86,6 +86,12 @@ from llama_index_memory_hierarchy.ranking.selection import (
     slot_score,
 )
 from llama_index_memory_hierarchy.ranking.settings import RankingSettings, ranking_settings
+from llama_index_memory_hierarchy.retrieval.conversation_query import (
+    conversation_share,
+    conversation_text,
+    recent_turns,
+    topic_vector,
+)
 from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
 from llama_index_memory_hierarchy.stores.context import StoreContext
@@ -164,10 +170,12 @@ class _Query:
     """What ranking reads from the query text alone: worked out while the model embeds it."""
 
     text: str
+    context: str  # the text whose people and dates count: the input's, with the recent turns' for small talk
     now: datetime
     party: str | None  # the chat party it names by pronoun (``named_chat_party``)
     hints: list[TimeHint]
     temporal: bool  # it asks *when*
+    chat: bool  # it asks nothing (small talk: ``RankingSettings.chat_keyword_weight``)
     words: frozenset[str]  # its content words (none for a content-free query: "好的", "ok")
     group: str  # its calibration group
     keywords: str  # what the keyword search looks for (``keyword_terms``)
@@ -175,16 +183,19 @@ class _Query:
     vector: list[np.ndarray] = field(default_factory=list, compare=False)  # its embedding, once it is there
 
     @classmethod
-    def of(cls, text: str) -> _Query:
+    def of(cls, text: str, context: str | None = None) -> _Query:
         now = utcnow()
+        context = context or text
         words = information_words(keyword_tokens(text), query_stopwords())
         keywords = " ".join(keyword_terms(text))
         return cls(
             text=text,
+            context=context,
             now=now,
             party=named_chat_party(text),
-            hints=extract_time_hints(text, now),
+            hints=extract_time_hints(context, now),
             temporal=has_temporal_intent(text),
+            chat=not asks(text),
             words=frozenset() if is_content_free(words, matched_query=False) else words,
             group=group_of(text),
             keywords=keywords,
@@ -445,13 +456,18 @@ class CrossTierSearch(RuntimeBound):
         include_history = bool(filters.pop("include_history", False))
         settings = ranking_settings(filters.pop("ranking", None), self.settings)
         min_score = filters.pop("min_score", None)
+        conversation = filters.pop("conversation", None) or ()
+        if isinstance(conversation, str) or not all(isinstance(t, str) for t in conversation):
+            raise MemoryValidationError("conversation", "must be a list of the recent user turns' texts")
         if min_score is not None:
             if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or math.isnan(min_score):
                 raise MemoryValidationError("min_score", f"must be a number, got {min_score!r}")
             min_score = float(min_score)
         flt = MemoryFilter.from_kwargs(**filters)
         context = self.memory.context
-        candidates, asked = await self._acandidates(query, types, flt, limit, include_history, settings)
+        candidates, asked = await self._acandidates(
+            query, types, flt, limit, include_history, settings, list(conversation)
+        )
         calibration = await acalibration(context.embeddings)
         candidates = _procedural(candidates, asked, calibration, settings.history_factor if include_history else 0.0)
         if not candidates:
@@ -477,6 +493,7 @@ class CrossTierSearch(RuntimeBound):
         wanted: int,
         include_history: bool,
         settings: RankingSettings,
+        conversation: Sequence[str] = (),
     ) -> tuple[dict[str, _Candidate], _Query]:
         """Every candidate of the requested tiers, by id, with its raw signals, and the query's analysis.
 
@@ -492,7 +509,9 @@ class CrossTierSearch(RuntimeBound):
         depth = max(wanted * memory.config.candidate_multiplier, DEFAULT_RECIPE.candidates)
         only = durable[0] if len(durable) == 1 else None
         embedding = context.embeddings.start_query(query)  # first: what follows runs beside the model
-        asked = _Query.of(query)
+        turns = recent_turns(conversation, query, settings)  # what the conversation is about (small talk)
+        turn_embeddings = [context.embeddings.start_query(turn) for turn in turns]  # cached: earlier get() inputs
+        asked = _Query.of(query, conversation_text(query, turns) if turns else None)
         working = memory.working.entries(flt) if MemoryType.WORKING in types else []
 
         async def admitted(ids: Sequence[str]) -> list[_Candidate]:
@@ -523,6 +542,9 @@ class CrossTierSearch(RuntimeBound):
 
         async def embedded_and_dense() -> tuple[np.ndarray, list[tuple[str, float]]]:
             vector = await asyncio.wrap_future(embedding)
+            if turn_embeddings:
+                recent = [await asyncio.wrap_future(f) for f in turn_embeddings]
+                vector = topic_vector(vector, recent, conversation_share(query, settings))
             asked.vector.append(vector)
             if not durable:
                 return vector, []
@@ -616,9 +638,11 @@ class CrossTierSearch(RuntimeBound):
         config = self.memory.config
         graph_weight = settings.entity_weight * settings.graph_weight * self._graph_weight()
         names = {s for c in candidates if (s := speaker_of(c.item))}
-        named = mentioned_names(query.text, names) if names else set()
+        named = mentioned_names(query.context, names) if names else set()
         party = query.party  # "my"/"我" or "you"/"你": that party weighs as a speaker the query names
         w_kw, w_dense = settings.keyword_weight, settings.dense_weight
+        if query.chat:
+            w_kw *= settings.chat_keyword_weight
         # the signals of every candidate as columns, combined in the order of the explanation's parts
         keyword = np.array([c.keyword for c in candidates])
         cross_modal = np.array([c.cross_modal for c in candidates])
