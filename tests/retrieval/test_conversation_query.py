@@ -15,14 +15,14 @@ from llama_index_memory_hierarchy.retrieval.conversation_query import (
 )
 
 PAST_EN = [
-    "I accepted the offer from the shipyard in Northport, forty miles from home.",
+    "I start the new job at the Northport shipyard on Monday, it is sixty kilometres from our flat.",
     "We adopted a kitten called Miso.",
     "My sister's wedding is planned for May.",
     "I repainted the spare bedroom a pale green.",
     "Grandpa taught me to play chess on Sunday.",
 ]
 PAST_ZH = [
-    "我接受了城北造船厂的工作邀请，离家有六十公里。",
+    "下周一去城北港口上班，离家很远。",
     "我们领养了一只叫年年的小猫。",
     "我妹妹的婚礼定在五月。",
     "我把客房刷成了淡绿色。",
@@ -69,6 +69,23 @@ def test_small_talk_about_a_long_commute_brings_up_the_far_away_job_in_chinese(m
     assert context.index(PAST_ZH[0]) == min(context.find(p) for p in PAST_ZH if p in context)
 
 
+def test_the_earlier_turns_say_what_a_vague_last_turn_is_about(make_memory) -> None:
+    remember(make_memory, PAST_EN)
+    memory = make_memory(session_id="now", ranking="input_only")
+    dialogue = [
+        user("two hours behind the wheel on the motorway this morning"),
+        assistant("Oh no."),
+        user("wiped out."),
+    ]
+    memory.put_messages(dialogue)
+    alone = shown(memory.get(input="wiped out."))
+    memory = make_memory(session_id="now")
+    context = shown(memory.get(input="wiped out."))
+    assert PAST_EN[0] in context
+    assert context.index(PAST_EN[0]) == min(context.find(p) for p in PAST_EN if p in context)
+    assert PAST_EN[0] not in alone or alone.index(PAST_EN[0]) > min(alone.find(p) for p in PAST_EN if p in alone)
+
+
 def test_a_memory_shown_for_an_earlier_turn_is_not_shown_again_unless_asked(make_memory) -> None:
     remember(make_memory, PAST_EN)
     memory = make_memory(session_id="now")
@@ -86,9 +103,9 @@ def test_a_memory_shown_for_an_earlier_turn_is_not_shown_again_unless_asked(make
 
 def test_a_question_searches_the_input_alone_by_default() -> None:
     settings = RankingSettings.preset("default")
-    turns = ["the motorway was a car park", "two hours again"]
+    turns = ["the motorway was a car park", "two hours behind the wheel"]
     assert recent_turns(turns, "when did I start the new job?", settings) == []
-    assert recent_turns([*turns, "so tired"], "so tired", settings) == turns
+    assert recent_turns(["hey", *turns, "so tired"], "so tired", settings) == turns  # a greeting says nothing
     assert recent_turns(turns, "so tired", RankingSettings.preset("input_only")) == []
 
 
