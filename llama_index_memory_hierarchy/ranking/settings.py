@@ -63,10 +63,11 @@ class RankingSettings(BaseModel):
     )
     conversation_turns: int = Field(default=3, ge=0, description="How many recent user turns the query reads.")
     chat_keyword_weight: float = Field(
-        default=0.0,
+        default=0.2,
         ge=0,
-        description="Multiplier of keyword_weight for an input that asks nothing: small talk shares words with "
-        "unrelated memories more often than with the one it is about.",
+        description="Multiplier of keyword_weight for a conversation's turn that asks nothing (``get()``, the "
+        "memory blocks; not a search without ``conversation``): small talk shares words with unrelated memories "
+        "more often than with the one it is about.",
     )
     signal_weights: dict[str, float] = Field(
         default_factory=dict,

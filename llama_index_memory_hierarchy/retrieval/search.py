@@ -175,7 +175,7 @@ class _Query:
     party: str | None  # the chat party it names by pronoun (``named_chat_party``)
     hints: list[TimeHint]
     temporal: bool  # it asks *when*
-    chat: bool  # it asks nothing (small talk: ``RankingSettings.chat_keyword_weight``)
+    chat: bool  # a turn of a conversation that asks nothing (small talk: ``RankingSettings.chat_keyword_weight``)
     words: frozenset[str]  # its content words (none for a content-free query: "好的", "ok")
     group: str  # its calibration group
     keywords: str  # what the keyword search looks for (``keyword_terms``)
@@ -183,7 +183,7 @@ class _Query:
     vector: list[np.ndarray] = field(default_factory=list, compare=False)  # its embedding, once it is there
 
     @classmethod
-    def of(cls, text: str, context: str | None = None) -> _Query:
+    def of(cls, text: str, context: str | None = None, *, in_conversation: bool = False) -> _Query:
         now = utcnow()
         context = context or text
         words = information_words(keyword_tokens(text), query_stopwords())
@@ -195,7 +195,7 @@ class _Query:
             party=named_chat_party(text),
             hints=extract_time_hints(context, now),
             temporal=has_temporal_intent(text),
-            chat=not asks(text),
+            chat=in_conversation and not asks(text),
             words=frozenset() if is_content_free(words, matched_query=False) else words,
             group=group_of(text),
             keywords=keywords,
@@ -511,7 +511,7 @@ class CrossTierSearch(RuntimeBound):
         embedding = context.embeddings.start_query(query)  # first: what follows runs beside the model
         turns = recent_turns(conversation, query, settings)  # what the conversation is about (small talk)
         turn_embeddings = [context.embeddings.start_query(turn) for turn in turns]  # cached: earlier get() inputs
-        asked = _Query.of(query, conversation_text(query, turns) if turns else None)
+        asked = _Query.of(query, conversation_text(query, turns) if turns else None, in_conversation=bool(conversation))
         working = memory.working.entries(flt) if MemoryType.WORKING in types else []
 
         async def admitted(ids: Sequence[str]) -> list[_Candidate]:
