@@ -30,7 +30,6 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from llama_index_memory_hierarchy.errors import MemoryHierarchyError, MemoryValidationError
-from llama_index_memory_hierarchy.lifecycle.browse import validate_tags
 from llama_index_memory_hierarchy.mcp_server.access import DocumentRoots, Principal, TokenTable
 from llama_index_memory_hierarchy.mcp_server.instructions import register_instruction_tools
 from llama_index_memory_hierarchy.mcp_server.results import (
@@ -45,7 +44,6 @@ from llama_index_memory_hierarchy.mcp_server.results import (
     RecallResult,
     Remembered,
 )
-from llama_index_memory_hierarchy.tools import format_item
 from llama_index_memory_hierarchy.types import (
     MemoryType,
     parse_moment,
@@ -54,6 +52,9 @@ from llama_index_memory_hierarchy.types import (
     validate_memory_id,
     validate_metadata,
 )
+
+# validate_tags and format_item are imported inside the tools that use them: they bring llama_index.core,
+# which a stdio client's initialize must not wait for (bench/mcp_startup.py).
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_memory_hierarchy.config import MemoryConfig
@@ -134,8 +135,17 @@ class MemoryService:
             return self._context
 
     def warm_up(self) -> None:
-        """Open the stores and load the embedding model now, so that the first call does not wait for them."""
-        self._stores().embeddings.probe()
+        """Open the stores, load the embedding model, (stdio) the user's tools and what a first search measures
+        or reads once (the model's calibration, the stopwords), so that the first call does not wait for them."""
+        from llama_index_memory_hierarchy.calibration import acalibration
+        from llama_index_memory_hierarchy.language import query_stopwords
+
+        context = self._stores()
+        context.embeddings.probe()
+        if self.principal is not None and self.principal.user_id is not None:
+            self.tools(self.principal.user_id)
+        context.runtime.run(acalibration(context.embeddings))
+        query_stopwords()
 
     def warm_up_in_background(self) -> None:
         """:meth:`warm_up` in a thread: a stdio client's ``initialize`` is answered meanwhile (the first tool
@@ -368,6 +378,8 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
         spec = service.tools(user_of(ctx, user_id))
 
         async def run() -> CallToolResult:
+            from llama_index_memory_hierarchy.lifecycle.browse import validate_tags
+
             text = validate_content(content)
             when = _when(occurred_at, "occurred_at")
             extra = {**validate_metadata(metadata), "source": "agent_tool"}
@@ -417,6 +429,8 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
             found = RecallResult(query=question, memories=[MemoryRecord.of(item) for item in items])
             if not items:
                 return _result(f"Nothing relevant remembered for {question!r}.", found)
+            from llama_index_memory_hierarchy.tools import format_item
+
             lines = [format_item(i, item) for i, item in enumerate(items, start=1)]
             return _result(f"Found {len(items)} memories (best first):\n" + "\n".join(lines), found)
 
@@ -521,6 +535,9 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
         memory = service.memory(user_of(ctx, user_id))
 
         async def run() -> CallToolResult:
+            from llama_index_memory_hierarchy.lifecycle.browse import validate_tags
+            from llama_index_memory_hierarchy.tools import format_item
+
             start, end = _range(since, until)
             listed = await memory.manager.alist_memories(
                 tier=None if tier == "all" else MemoryType(tier),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,3 +33,15 @@ def test_a_bad_token_file_is_refused_naming_the_entry(tmp_path: Path) -> None:
     result = run_lmh("mcp", "--http", "--tokens", str(tokens), "--dir", str(tmp_path / "memory"))
     assert_clean_error(result, 2, "tokens: entry 1", "at least 16 characters")
     assert not (tmp_path / "memory").exists()  # refused before the folder is opened
+
+
+def test_the_server_module_leaves_the_library_stack_for_after_initialize() -> None:
+    # what a stdio server imports before answering initialize; LlamaIndex, SQLAlchemy, the model and the
+    # stores load in the background afterwards (bench/mcp_startup.py measures the seconds)
+    script = (
+        "import sys, llama_index_memory_hierarchy.cli.mcp, llama_index_memory_hierarchy.mcp_server.stdio\n"
+        "from llama_index_memory_hierarchy.mcp_server import build_server\n"
+        "print(sorted(m for m in ('llama_index.core', 'sqlalchemy', 'onnxruntime', 'torch') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
