@@ -11,8 +11,8 @@ A user's vectors are read from the record store on the first search of that user
 process holds only the users it serves; changes to users not loaded are skipped (their later load
 reads them). Without a ``loader`` every user counts as loaded: a plain in-memory index.
 
-Search is exact (a matrix product over the user's points, then the payload filter): about 0.1 ms per
-thousand 384-d points; a user with 100k points costs about 10 ms per search.
+Search is exact (the payload filter, then a matrix product over the user's points that pass it, in place
+unless the filter is narrow): about 0.1 ms per thousand 384-d points on an idle machine.
 """
 
 from __future__ import annotations
@@ -237,7 +237,11 @@ class MirrorVectorIndex(VectorIndex):
         if rows.size == 0:
             return []
         unit = query / np.float32(np.linalg.norm(query))
-        scores = block.matrix[rows] @ unit if rows.size < block.n else block.matrix[: block.n] @ unit
+        if rows.size * 4 < block.n:  # a narrow filter: copy its rows out
+            scores = block.matrix[rows] @ unit
+        else:  # most rows pass: scoring all of them in place is cheaper than copying most of the matrix
+            scores = block.matrix[: block.n] @ unit
+            scores = scores if rows.size == block.n else scores[rows]
         if limit < rows.size:
             top = np.argpartition(-scores, limit - 1)[:limit]
             top = top[np.argsort(-scores[top], kind="stable")]
