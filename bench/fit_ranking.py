@@ -97,7 +97,7 @@ def collect(
         rest = np.array([(i.score or 0.0) - sum(i.explanation.get(s, 0.0) for s in WEIGHTED_SIGNALS) for i in items])
         slots = [system.slot(i.metadata, i.content) for i in items]
         tier = memory.episodic.retrieve(qa.question, limit=max(KS), ranking=UNFITTED)
-        episodic = [str(i.metadata.get("dia_id")) for i in tier]
+        episodic = [system.slot(i.metadata, i.content) for i in tier]  # its session summaries counted as shown
         question = Question(dataset, fold, qa.category, groups, columns, rest, slots, episodic)
         if floor:
             question.floored = [

@@ -19,6 +19,7 @@ import numpy as np
 from embed_cache import CachedEmbedder
 from locomo_data import Turn
 
+from llama_index_memory_hierarchy import turns as T
 from llama_index_memory_hierarchy.ranking import fusion as F
 from llama_index_memory_hierarchy.ranking import pipeline as P
 
@@ -234,14 +235,14 @@ class PipelineRetriever:
         cfg = self.config
         self._ids = [t.dia_id for t in turns]
         self._sessions = np.array([t.session for t in turns])
-        lines = [P.format_turn(t.text, t.speaker if cfg.speaker_in_text else None) for t in turns]
+        lines = [T.format_turn(t.text, t.speaker if cfg.speaker_in_text else None) for t in turns]
         sessions = [t.session for t in turns]
 
         def dated(text: str, turn: Turn) -> str:
-            return P.format_turn(text, None, turn.session_date if cfg.date_in_text else None)
+            return T.format_turn(text, None, turn.session_date if cfg.date_in_text else None)
 
         def window(before: int, after: int) -> list[str]:
-            return [P.contextual_text(lines, i, before=before, after=after, groups=sessions) for i in range(len(turns))]
+            return [T.contextual_text(lines, i, before=before, after=after, groups=sessions) for i in range(len(turns))]
 
         self._bm25_turn: _BM25 | _FTS5 | None = None
         self._bm25_ctx: _BM25 | _FTS5 | None = None

@@ -57,6 +57,7 @@ from llama_index_memory_hierarchy.tiers.procedural import (
 from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory, SemanticSettings
 from llama_index_memory_hierarchy.tiers.tierset import TierSet
 from llama_index_memory_hierarchy.tiers.working import WorkingMemory
+from llama_index_memory_hierarchy.turns import ROLE_IMPORTANCE
 from llama_index_memory_hierarchy.types import MAX_BATCH_ITEMS, MemoryItem, MemoryType, utcnow, validate_content
 
 logger = logging.getLogger(__name__)
@@ -64,8 +65,6 @@ logger = logging.getLogger(__name__)
 #: The open memories of this process by handle: a reference reopened here gets the same models and stores.
 _OPEN: weakref.WeakValueDictionary[str, HierarchicalMemory] = weakref.WeakValueDictionary()
 
-#: Importance given to a message by its role when the caller gives none.
-ROLE_IMPORTANCE = {"user": 0.6, "assistant": 0.4, "tool": 0.3, "system": 0.3}
 #: The access log keeps this much of a get()'s input.
 _LOGGED_INPUT_CHARS = 2000
 

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 #: Layers from the ground up; a module may import its own layer and the layers below it.
 LAYERS: list[tuple[str, set[str]]] = [
     ("foundation", {"errors", "version", "runtime", "types"}),
-    ("language", {"text", "language", "config", "messages", "llms", "extraction", "graph_export"}),
+    ("language", {"text", "language", "config", "messages", "turns", "llms", "extraction", "graph_export"}),
     ("services", {"embeddings", "calibration", "instrumentation", "perception"}),
     ("stores", {"stores"}),
     ("ranking", {"ranking", "entity_resolution"}),

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from media_samples import image_bytes
 
 from llama_index_memory_hierarchy.blocks import aflush_memory
-from llama_index_memory_hierarchy.ranking.pipeline import CONTEXT_TURN_CHARS
+from llama_index_memory_hierarchy.turns import CONTEXT_TURN_CHARS
 
 
 def _user(text: str) -> ChatMessage:

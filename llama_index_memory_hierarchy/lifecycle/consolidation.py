@@ -58,7 +58,7 @@ from llama_index_memory_hierarchy.lifecycle.llm import (
 )
 from llama_index_memory_hierarchy.lifecycle.reflection import ReflectionReport, Reflector
 from llama_index_memory_hierarchy.tiers.semantic import FactInput
-from llama_index_memory_hierarchy.tiers.stored import chat_party_of
+from llama_index_memory_hierarchy.turns import chat_party_of
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
 
 logger = logging.getLogger(__name__)

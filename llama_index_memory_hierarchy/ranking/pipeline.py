@@ -5,10 +5,10 @@ tier can use it whatever its stores are. Together they form the recipe measured 
 LoCoMo by ``bench/locomo.py`` (``docs/benchmarks.md``: recall@5/@10 0.715/0.787 against
 0.501/0.592 for BM25 + dense RRF), summed up by :class:`PipelineRecipe`:
 
-1. **Index** each turn twice. Keyword index: :func:`keyword_document`, the turn with its
+1. **Index** each turn twice. Keyword index: ``turns.keyword_document``, the turn with its
    date and the two previous turns of the same session (a turn is often only
    understandable with the question before it), stemmed by :func:`stem_text`. Dense
-   index: :func:`format_turn`, the speaker and the turn alone.
+   index: ``turns.format_turn``, the speaker and the turn alone.
 2. **Query** the keyword index with :func:`keyword_query` (content words, stemmed:
    question words, auxiliaries and pronouns removed) and the dense index with the question.
 3. **Fuse** by score (:func:`~.fusion.score_fuse`: BM25 over its best, cosine as it is), which
@@ -94,74 +94,6 @@ def stem_text(text: str, *, tokenizer: Callable[[str], list[str]] = tokenize) ->
 def keyword_query(query: str, *, tokenizer: Callable[[str], list[str]] = tokenize) -> str:
     """The keyword search text for a question: its content words, stemmed (``keyword_terms`` + ``light_stem``)."""
     return " ".join(light_stem(term) for term in keyword_terms(query, tokenizer=tokenizer))
-
-
-# ------------------------------------------------------------------------------ indexed text
-def format_turn(text: str, speaker: str | None = None, when: datetime | str | None = None) -> str:
-    """One turn as indexed: ``"[8 May 2023] Caroline: text"`` (date and speaker when known)."""
-    line = f"{speaker}: {text}" if speaker else text
-    if when is None:
-        return line
-    stamp = when if isinstance(when, str) else f"{when.day} {when:%B %Y}"
-    return f"[{stamp}] {line}"
-
-
-def contextual_text(
-    turns: Sequence[str],
-    index: int,
-    *,
-    before: int = 1,
-    after: int = 1,
-    groups: Sequence[Hashable] | None = None,
-    separator: str = "\n",
-) -> str:
-    """Turn ``index`` with up to ``before`` previous and ``after`` next turns, joined in order.
-
-    ``turns`` are already formatted lines (see :func:`format_turn`). With ``groups``
-    (for example session ids), only neighbours of the same group are included: a new
-    session does not explain the last turn of the previous one.
-    """
-    if not 0 <= index < len(turns):
-        raise IndexError(f"turn index {index} out of range for {len(turns)} turns")
-    if before < 0 or after < 0:
-        raise ValueError("before and after must be >= 0")
-    group = groups[index] if groups is not None else None
-    lines = []
-    for j in range(max(0, index - before), min(len(turns), index + after + 1)):
-        if groups is not None and groups[j] != group:
-            continue
-        lines.append(turns[j])
-    return separator.join(lines)
-
-
-#: Longest head of a neighbouring turn that goes into a turn's keyword document. Context names the topic;
-#: a whole long neighbour would be tokenized again with each following turn (a 100,000-character memory
-#: made the next turns of its session as slow to add as itself).
-CONTEXT_TURN_CHARS = 1_000
-
-
-def context_line(turn: str) -> str:
-    """A neighbouring turn (formatted by :func:`format_turn`) as a turn's keyword document holds it."""
-    return turn[:CONTEXT_TURN_CHARS]
-
-
-def keyword_document(
-    text: str,
-    *,
-    speaker: str | None = None,
-    when: datetime | str | None = None,
-    previous: Sequence[str] = (),
-    following: Sequence[str] = (),
-) -> str:
-    """The text a keyword index should hold for one turn: its date, the turns around it, and the turn.
-
-    ``previous`` and ``following`` are neighbouring turns of the same session, already
-    formatted with :func:`format_turn`, oldest first; the recipe uses the two previous
-    turns and none after, so a turn's document is final when it is written. Each neighbour
-    contributes at most :data:`CONTEXT_TURN_CHARS` characters.
-    """
-    lines = [*map(context_line, previous), format_turn(text, speaker), *map(context_line, following)]
-    return format_turn("\n".join(lines), None, when)
 
 
 # ------------------------------------------------------------------------------ time
@@ -305,9 +237,9 @@ def rerank(
 class PipelineRecipe:
     """The measured default: what to index and how to weigh the signals (``docs/benchmarks.md``).
 
-    * keyword index: :func:`keyword_document` with ``context_before`` previous turns of the
+    * keyword index: ``turns.keyword_document`` with ``context_before`` previous turns of the
       same session and the date, stored as :func:`stem_text`; queried with :func:`keyword_query`;
-    * dense index: :func:`format_turn` (speaker and text) of the turn alone;
+    * dense index: ``turns.format_turn`` (speaker and text) of the turn alone;
     * ``candidates`` best of each, fused by :func:`score_fuse` (keyword ``"max"``-normalised,
       cosine clipped at 0, with these weights), then :func:`rerank` with ``rerank`` weights.
     """

@@ -99,12 +99,15 @@ def select(
     limit: int,
     *,
     diversity: float = DIVERSITY,
+    near_duplicate: float = NEAR_DUPLICATE_SIMILARITY,
+    min_novelty: float = MIN_NOVELTY,
     calibration: SimilarityCalibration = IDENTITY,
 ) -> list[Choice]:
     """The best ``limit`` choices, deduplicated and diversified, best first (``penalty`` set on each).
 
     Similarities between memories are read on ``calibration``'s scale, so near-duplicates and
-    redundancy mean the same for every embedding model and language.
+    redundancy mean the same for every embedding model and language. ``diversity``, ``near_duplicate`` and
+    ``min_novelty`` default to the module's constants (``RankingSettings`` passes its own).
 
     ``penalty`` is what redundancy with the choices before it cost a candidate; ``covers`` names the
     choice whose slot a more informative related one took (the list keeps that slot's rank). The list is
@@ -180,17 +183,17 @@ def select(
         covered = [
             r
             for r in related
-            if novelty(r.words, candidate.words) < MIN_NOVELTY
+            if novelty(r.words, candidate.words) < min_novelty
             and (
-                novelty(candidate.words, r.words) >= MIN_NOVELTY
+                novelty(candidate.words, r.words) >= min_novelty
                 or (candidate.key in r.related and len(candidate.words) >= len(r.words))
             )
         ]
-        if related and not covered and all(novelty(candidate.words, r.words) < MIN_NOVELTY for r in related):
+        if related and not covered and all(novelty(candidate.words, r.words) < min_novelty for r in related):
             for r in related:  # says nothing that its derived memory or source does not
                 passed_for.setdefault(r.key, []).append(best)
             continue
-        if not covered and closest[best] >= NEAR_DUPLICATE_SIMILARITY and candidate.vector is not None:
+        if not covered and closest[best] >= near_duplicate and candidate.vector is not None:
             continue
         if not covered and candidate.identity and any(candidate.identity == c.identity for c in chosen):
             continue
@@ -208,7 +211,7 @@ def select(
             chosen[:] = [candidate if i == slot else c for i, c in enumerate(chosen) if i == slot or c not in covered]
             reabsorb()
             continue
-        fuller = _fuller_derived(candidate, [pool[i] for i in alive], chosen)
+        fuller = _fuller_derived(candidate, [pool[i] for i in alive], chosen, min_novelty)
         if fuller is None:
             take(best)
             continue
@@ -220,13 +223,15 @@ def select(
     return sorted(chosen, key=_rank, reverse=True)
 
 
-def _fuller_derived(source: Choice, alive: Sequence[Choice], chosen: Sequence[Choice]) -> Choice | None:
+def _fuller_derived(
+    source: Choice, alive: Sequence[Choice], chosen: Sequence[Choice], min_novelty: float
+) -> Choice | None:
     """The best memory derived from ``source`` that says all it does and more, and repeats nothing chosen."""
     fuller = [
         d
         for d in alive
         if source.key in d.related
-        and novelty(source.words, d.words) < MIN_NOVELTY <= novelty(d.words, source.words)
+        and novelty(source.words, d.words) < min_novelty <= novelty(d.words, source.words)
         and not any(c.key in d.related or d.key in c.related for c in chosen)
         and not (d.identity and any(d.identity == c.identity for c in chosen))
     ]

@@ -20,6 +20,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.ranking.pipeline import DEFAULT_RECIPE
+from llama_index_memory_hierarchy.ranking.selection import DIVERSITY, MIN_NOVELTY, NEAR_DUPLICATE_SIMILARITY
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +70,21 @@ class RankingSettings(BaseModel):
         description="Multiplier of keyword_weight for a conversation's turn that asks nothing (``get()``, the "
         "memory blocks; not a search without ``conversation``): small talk shares words with unrelated memories "
         "more often than with the one it is about.",
+    )
+    candidate_depth: int = Field(
+        default=DEFAULT_RECIPE.candidates, ge=1, le=10_000, description="Fewest candidates each signal reads."
+    )
+    shortlist: int = Field(
+        default=20, ge=1, description="Fewest top candidates selection weighs (at least 4 per result asked)."
+    )
+    diversity: float = Field(
+        default=DIVERSITY, ge=0, description="Weight of redundancy with what is chosen (MMR); 0 turns it off."
+    )
+    near_duplicate_similarity: float = Field(
+        default=NEAR_DUPLICATE_SIMILARITY, ge=0, le=1, description="Calibrated similarity at which two are one."
+    )
+    min_novelty: float = Field(
+        default=MIN_NOVELTY, ge=0, le=1, description="Share of new words a related memory needs to add something."
     )
     signal_weights: dict[str, float] = Field(
         default_factory=dict,

@@ -66,10 +66,8 @@ from llama_index_memory_hierarchy.language import (
 from llama_index_memory_hierarchy.ranking.fusion import recency
 from llama_index_memory_hierarchy.ranking.pipeline import (
     DEFAULT_RECIPE,
-    context_line,
     entity_boost,
     extract_time_hints,
-    format_turn,
     has_temporal_intent,
     has_time_expression,
     keyword_terms,
@@ -99,9 +97,9 @@ from llama_index_memory_hierarchy.text import index_terms, keyword_text, keyword
 from llama_index_memory_hierarchy.tiers.perceptual import PerceptualMemory
 from llama_index_memory_hierarchy.tiers.procedural import INSTRUCTION, procedural_evidence
 from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory
-from llama_index_memory_hierarchy.tiers.stored import chat_party_of, in_conversation, speaker_of
 from llama_index_memory_hierarchy.tiers.tierset import TierSet
 from llama_index_memory_hierarchy.tiers.working import WorkingMemory
+from llama_index_memory_hierarchy.turns import chat_party_of, context_line, format_turn, in_conversation, speaker_of
 from llama_index_memory_hierarchy.types import (
     MemoryFilter,
     MemoryItem,
@@ -160,7 +158,7 @@ SIGNALS = (
 # The knobs (the share of its score a content-free candidate keeps, ``context_share``: the share of a keyword
 # hit's score the words of its neighbours alone can earn it, the weight of a superseded fact...) are fields of
 # ``ranking.settings.RankingSettings``. About ``context_share``: a turn's keyword text holds the turns before it
-# (``ranking.pipeline.keyword_document``), so the turn after an answer matches it too; the rest of the score
+# (``turns.keyword_document``), so the turn after an answer matches it too; the rest of the score
 # goes by the share of the query's terms in the memory's own text, each term weighted by its rarity among the
 # candidates (inverse document frequency, as BM25 weighs it).
 
@@ -506,7 +504,7 @@ class CrossTierSearch(RuntimeBound):
         context = memory.context
         user = memory.user_id
         durable = [t for t in types if t is not MemoryType.WORKING]
-        depth = max(wanted * memory.config.candidate_multiplier, DEFAULT_RECIPE.candidates)
+        depth = max(wanted * memory.config.candidate_multiplier, settings.candidate_depth)
         only = durable[0] if len(durable) == 1 else None
         embedding = context.embeddings.start_query(query)  # first: what follows runs beside the model
         turns = recent_turns(conversation, query, settings)  # what the conversation is about (small talk)
@@ -703,7 +701,7 @@ class CrossTierSearch(RuntimeBound):
         # what selection may pick: far more than it needs (redundancy only lowers scores), not the whole pool
         choices: list[Choice] = []
         by_key: dict[str, _Candidate] = {}
-        cut = max(4 * limit, 20)
+        cut = max(4 * limit, settings.shortlist)
         shortlist = {candidates[i].item.id for i in order[:cut]}
         # and the memories derived from those (a summary quoting one), which may take its slot (``select``)
         derived = [i for i in order[cut:] if candidates[i].sources & shortlist]
@@ -731,7 +729,14 @@ class CrossTierSearch(RuntimeBound):
             by_key[item.id] = cand
         ranked: list[MemoryItem] = []
         floor = float("inf")
-        for choice in select(choices, limit, calibration=calibration):
+        for choice in select(
+            choices,
+            limit,
+            diversity=settings.diversity,
+            near_duplicate=settings.near_duplicate_similarity,
+            min_novelty=settings.min_novelty,
+            calibration=calibration,
+        ):
             parts = dict(by_key[choice.key].parts)
             parts["duplicate_penalty"] = -choice.penalty
             score = sum(parts.values())

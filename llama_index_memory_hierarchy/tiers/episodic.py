@@ -18,10 +18,11 @@ import numpy as np
 
 from llama_index_memory_hierarchy.extraction import noun_words
 from llama_index_memory_hierarchy.language import HAN_CHAR, query_stopwords
-from llama_index_memory_hierarchy.ranking.pipeline import DEFAULT_RECIPE, format_turn, keyword_document
+from llama_index_memory_hierarchy.ranking.pipeline import DEFAULT_RECIPE
 from llama_index_memory_hierarchy.stores.base import Record
 from llama_index_memory_hierarchy.text import keyword_tokens
-from llama_index_memory_hierarchy.tiers.stored import StoredTier, in_conversation, speaker_of
+from llama_index_memory_hierarchy.tiers.stored import StoredTier
+from llama_index_memory_hierarchy.turns import format_turn, in_conversation, keyword_document, speaker_of
 from llama_index_memory_hierarchy.types import INDEXED_CHARS, MemoryItem, MemoryType, validate_identifier
 
 #: Previous turns of the same session indexed with each turn's keyword text.

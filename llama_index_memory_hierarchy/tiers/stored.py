@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llama_index_memory_hierarchy.extraction import USER_ENTITY
 from llama_index_memory_hierarchy.ranking.fusion import recency
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, Record
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
@@ -39,28 +38,6 @@ DeleteCascade = Callable[[Sequence[str]], Awaitable[int]]
 EditCascade = Callable[[MemoryItem], Awaitable[Any]]
 #: Deletes memories of a tier by id through the hierarchy's deletion path; returns the ids deleted.
 DeletionPath = Callable[["StoredTier", Sequence[str]], Awaitable[list[str]]]
-
-
-def speaker_of(item: MemoryItem) -> str | None:
-    """Who said it: ``speaker`` metadata, else the chat role."""
-    speaker = item.metadata.get("speaker") or item.metadata.get("role")
-    return speaker if isinstance(speaker, str) else None
-
-
-def in_conversation(item: MemoryItem) -> bool:
-    """Whether a memory is part of the conversation (a turn, an event), not derived from it (a summary citing
-    its ``source_ids``): only those are each other's keyword context (``EpisodicMemory.abuild_records``)."""
-    return not item.metadata.get("source_ids")
-
-
-def chat_party_of(item: MemoryItem) -> str | None:
-    """Whose account a memory is in a chat: ``"user"`` for a turn the user said, a fact about them or a summary
-    of their turns (``party`` metadata), ``"assistant"`` for its replies, None otherwise (a turn between people)."""
-    meta = item.metadata
-    if meta.get("kind") == "fact" and meta.get("subject") == USER_ENTITY:
-        return "user"
-    party = meta.get("role") or meta.get("party")
-    return party if party in ("user", "assistant") else None
 
 
 class StoredTier(MemoryTier):

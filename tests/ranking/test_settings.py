@@ -55,3 +55,22 @@ def test_settings_per_memory_and_per_call(make_memory) -> None:
     assert heavier.explanation["importance"] == pytest.approx(2 * plain.explanation["importance"], rel=1e-3)
     with pytest.raises(MemoryValidationError):
         make_memory("erin", ranking="nope")
+
+
+def test_selection_knobs_are_settings(make_memory) -> None:
+    memory = make_memory("erin")
+    memory.episodic.add_many(
+        [
+            "We moored the sailing boat at the north pier.",
+            "We moored the sailing boat at the north pier, as usual.",
+            "The sailing club meets at the pier on Fridays.",
+        ]
+    )
+    default = memory.search("where is the sailing boat moored?", limit=3)
+    assert any("duplicate_penalty" in item.explanation for item in default)  # redundancy costs by default
+    plain = memory.search("where is the sailing boat moored?", limit=3, ranking=presets()["default"].but(diversity=0))
+    assert all("duplicate_penalty" not in item.explanation for item in plain)
+    with pytest.raises(ValidationError):
+        RankingSettings(near_duplicate_similarity=1.5)
+    with pytest.raises(ValidationError):
+        RankingSettings(candidate_depth=0)
