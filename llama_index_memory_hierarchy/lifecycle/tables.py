@@ -136,10 +136,12 @@ class LifecycleStore:
             await self.context.records.create_tables()  # type: ignore[attr-defined]
             self.context.shared.lifecycle_tables_ready = True
 
-    async def _run(self, work: Any, *, write: bool, op: str, for_user: str | None = None) -> Any:
+    async def _run(self, work: Any, *, write: bool, op: str, for_user: str | None = None, lookup: bool = False) -> Any:
         """Run ``work`` in one transaction; a write ``for_user`` first checks, in that transaction, that no
         erasure of that user is under way (why: a consolidation still running when ``forget_user`` began must
-        not write the user's id back after it)."""
+        not write the user's id back after it). ``lookup``: ``work`` is one read by key, run at once on this
+        thread's SQLite reader (every ``get()`` reads its session's state: through the async engine that took
+        a quarter of an ``aget``)."""
         await self.aensure_tables()
         if for_user is not None:
             inner = work
@@ -150,7 +152,9 @@ class LifecycleStore:
                     raise UserErasedError(f"{op}: the user is being erased; nothing is written for them")
                 return await inner(conn)
 
-        return await self.context.records.run_transaction(work, write=write, op=op)  # type: ignore[attr-defined]
+        return await self.context.records.run_transaction(  # type: ignore[attr-defined]
+            work, write=write, op=op, one_statement=lookup, small=lookup
+        )
 
     async def aleftover_users(self) -> dict[str, int]:
         """``{user_id: rows}`` of the users with consolidation marks or running summaries (derived from their
@@ -296,7 +300,7 @@ class LifecycleStore:
             row = (await conn.execute(sa.select(c.value).where(c.user_id == user_id, c.key == key))).first()
             return default if row is None else json.loads(row[0])
 
-        return await self._run(work, write=False, op="lifecycle state")
+        return await self._run(work, write=False, op="lifecycle state", lookup=True)
 
     async def aset_state(self, user_id: str, key: str, value: Any) -> None:
         """Set a per-user value (JSON)."""
