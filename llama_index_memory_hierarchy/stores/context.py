@@ -108,17 +108,20 @@ class StoreContext:
             if self._is_embedded()
             else None
         )
-        self.records: RecordStore = SQLRecordStore(
-            config.resolved_record_store_url, sqlite_synchronous=config.sqlite_synchronous
-        )
+        records = SQLRecordStore(config.resolved_record_store_url, sqlite_synchronous=config.sqlite_synchronous)
+        self.records: RecordStore = records
         self.embeddings = EmbeddingService.from_config(config, embed_model)
         self._vectors: dict[str, VectorIndex] = {}
         self._vector_lock = asyncio.Lock()
         self._guard = threading.Lock()
         #: What the layers above keep once per deployment (typed fields).
         self.shared = SharedState()
-        #: The work locks of the layers above: across processes wherever the folder is shared.
-        self.work_locks = WorkLocks(self.persist_dir if self._lock is not None else None)
+        #: The work locks of the layers above, across processes: advisory locks of PostgreSQL records, else a
+        #: lock file in the folder.
+        self.work_locks = WorkLocks(
+            self.persist_dir if self._lock is not None else None,
+            (lambda: records.engine) if records.dialect == "postgresql" else None,
+        )
         self._graph: UserGraph | None = None
         self._background: set[asyncio.Task[Any]] = set()
         #: Access bumps of reads, written in the background (one write per burst of reads).
@@ -311,7 +314,7 @@ class StoreContext:
         """The lock of ``owner`` (the class whose work it serialises) for ``key``: ``async with`` it.
 
         Every memory object over these stores gets the same lock, and on an embedded folder so does every other
-        process (:mod:`.worklock`), so their read-modify-writes for one user never interleave.
+        process of the deployment (:mod:`.worklock`), so their read-modify-writes for one user never interleave.
         """
         return self.work_locks.get(owner, *key)
 

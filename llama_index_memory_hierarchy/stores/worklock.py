@@ -11,8 +11,10 @@ the key, so no file names a user), locked with an open-file-description lock (``
 ``lockf`` elsewhere) that the kernel drops when its holder dies, also by SIGKILL. Within the process an
 asyncio lock per key comes first, so coroutines queue there and only one of them polls the file.
 
-Where no folder is shared (records and vectors on servers) the locks are per process; the stores of
-such a deployment are reached from many machines, where a file lock means nothing.
+Where the records are on PostgreSQL (reached from many machines, where a file lock means nothing)
+the cross-process part is a session advisory lock of that database on the key instead
+(``pg_try_advisory_lock``, one pooled connection held while the key is), also dropped with a dead
+holder's connection.
 """
 
 from __future__ import annotations
@@ -24,9 +26,14 @@ import hashlib
 import os
 import struct
 import threading
-from collections.abc import Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+import sqlalchemy as sa
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 #: The lock file in the persist folder (empty: only byte ranges of it are locked).
 LOCK_FILE = ".work.lock"
@@ -40,9 +47,27 @@ _BUSY = (errno.EAGAIN, errno.EACCES)
 
 
 def key_offset(owner: type, key: tuple[Hashable, ...]) -> int:
-    """The byte of the lock file that stands for ``(owner, *key)``: the same in every process."""
+    """The number that stands for ``(owner, *key)`` in every process: a byte of the lock file, an advisory key."""
     name = repr((owner.__module__, owner.__qualname__, *key)).encode()
     return int.from_bytes(hashlib.blake2b(name, digest_size=8).digest(), "big") >> 2
+
+
+class _Shared(Protocol):
+    """Where the keys are held across processes: the folder's lock file, or the PostgreSQL database."""
+
+    async def acquire(self, offset: int) -> None: ...
+
+    async def release(self, offset: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+async def _poll(attempt: Callable[[], Awaitable[bool]]) -> None:
+    """Await ``attempt()`` until it returns True, pausing longer each time (a cancelled wait holds nothing)."""
+    pause = _POLL_FIRST_S
+    while not await attempt():
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, _POLL_MAX_S)
 
 
 class _LockFile:
@@ -75,13 +100,14 @@ class _LockFile:
         return True
 
     async def acquire(self, offset: int) -> None:
-        """Wait until byte ``offset`` is this context's (polled: a cancelled wait leaves nothing held)."""
-        pause = _POLL_FIRST_S
-        while not self._set(offset, fcntl.F_WRLCK):
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, _POLL_MAX_S)
+        """Wait until byte ``offset`` is this context's."""
 
-    def release(self, offset: int) -> None:
+        async def attempt() -> bool:
+            return self._set(offset, fcntl.F_WRLCK)
+
+        await _poll(attempt)
+
+    async def release(self, offset: int) -> None:
         self._set(offset, fcntl.F_UNLCK)
 
     def close(self) -> None:
@@ -91,12 +117,50 @@ class _LockFile:
                 self._fd = None
 
 
-class WorkLock:
-    """``async with`` it: alone with the key in this process, then (on an embedded folder) in every process."""
+class _AdvisoryLocks:
+    """Session advisory locks of a PostgreSQL database: a held key keeps its own connection until released."""
 
-    def __init__(self, file: _LockFile | None, offset: int) -> None:
+    def __init__(self, engine: Callable[[], AsyncEngine]) -> None:
+        self._engine = engine
+        self._held: dict[int, AsyncConnection] = {}
+
+    async def acquire(self, offset: int) -> None:
+        async def attempt() -> bool:
+            conn = await self._engine().connect()
+            try:
+                taken = (await conn.execute(sa.select(sa.func.pg_try_advisory_lock(offset)))).scalar_one()
+                await conn.commit()  # the session holds the lock; no transaction stays open
+            except BaseException:
+                await conn.invalidate()
+                raise
+            if not taken:
+                await conn.close()
+                return False
+            self._held[offset] = conn
+            return True
+
+        await _poll(attempt)
+
+    async def release(self, offset: int) -> None:
+        conn = self._held.pop(offset)
+        try:
+            await conn.execute(sa.select(sa.func.pg_advisory_unlock(offset)))
+            await conn.commit()
+        except BaseException:
+            await conn.invalidate()  # never back to the pool still holding the key
+            raise
+        await conn.close()
+
+    def close(self) -> None:
+        """Nothing to close: each held key's connection is closed on release."""
+
+
+class WorkLock:
+    """``async with`` it: alone with the key in this process, then in every process of the deployment's stores."""
+
+    def __init__(self, shared: _Shared | None, offset: int) -> None:
         self._local = asyncio.Lock()
-        self._file = file
+        self._shared = shared
         self._offset = offset
 
     def locked(self) -> bool:
@@ -106,8 +170,8 @@ class WorkLock:
     async def __aenter__(self) -> WorkLock:
         await self._local.acquire()
         try:
-            if self._file is not None:
-                await self._file.acquire(self._offset)
+            if self._shared is not None:
+                await self._shared.acquire(self._offset)
         except BaseException:
             self._local.release()
             raise
@@ -115,17 +179,20 @@ class WorkLock:
 
     async def __aexit__(self, *exc: Any) -> None:
         try:
-            if self._file is not None:
-                self._file.release(self._offset)
+            if self._shared is not None:
+                await self._shared.release(self._offset)
         finally:
             self._local.release()
 
 
 class WorkLocks:
-    """The work locks of one store context; across processes where ``folder`` (the shared persist folder) is given."""
+    """The work locks of one store context: across processes through ``engine`` (a PostgreSQL record store's) or
+    ``folder`` (the persist folder of SQLite records) when given, else within this process."""
 
-    def __init__(self, folder: Path | None) -> None:
-        self._file = None if folder is None else _LockFile(folder)
+    def __init__(self, folder: Path | None = None, engine: Callable[[], AsyncEngine] | None = None) -> None:
+        self._shared: _Shared | None = (
+            _AdvisoryLocks(engine) if engine is not None else None if folder is None else _LockFile(folder)
+        )
         self._locks: dict[tuple[Hashable, ...], WorkLock] = {}
         self._guard = threading.Lock()
 
@@ -135,10 +202,10 @@ class WorkLocks:
         with self._guard:
             lock = self._locks.get(slot)
             if lock is None:
-                lock = self._locks[slot] = WorkLock(self._file, key_offset(owner, key))
+                lock = self._locks[slot] = WorkLock(self._shared, key_offset(owner, key))
             return lock
 
     def close(self) -> None:
         """Close the lock file (every lock is free by then: the context's work is done)."""
-        if self._file is not None:
-            self._file.close()
+        if self._shared is not None:
+            self._shared.close()

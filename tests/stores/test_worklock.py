@@ -1,10 +1,15 @@
 """``WorkLocks`` in one process (the cross-process cases are in tests/reliability/test_work_locks.py): one holder
-per key, other keys free, a cancelled wait holds nothing, two lock sets on one folder exclude each other."""
+per key, other keys free, a cancelled wait holds nothing, two lock sets on one folder (or two PostgreSQL sessions)
+exclude each other."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
 
 from llama_index_memory_hierarchy.stores.worklock import LOCK_FILE, WorkLocks, key_offset
 
@@ -74,3 +79,36 @@ def test_without_a_folder_the_locks_are_per_process() -> None:
             assert locks.get(Ingest, "alice").locked()
 
     asyncio.run(main())
+
+
+@pytest.mark.postgres
+def test_on_postgresql_two_sessions_exclude_each_other_and_a_release_frees_the_key() -> None:
+    """Records on PostgreSQL: session advisory locks (two engines are two sessions, as two processes would be)."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    url = os.environ.get("LMH_TEST_POSTGRES_URL", "postgresql+asyncpg://lmh:lmh@127.0.0.1:5432/lmh_test")
+
+    async def main() -> None:
+        engines = [create_async_engine(url), create_async_engine(url)]
+        try:
+            async with engines[0].connect() as conn:
+                await conn.execute(sa.text("SELECT 1"))
+        except Exception as exc:  # unreachable server or missing role
+            pytest.skip(f"PostgreSQL unavailable: {type(exc).__name__}: {exc}")
+        first, second = (WorkLocks(engine=lambda e=e: e) for e in engines)
+        try:
+            async with first.get(Ingest, "alice"):
+                waiting = asyncio.ensure_future(second.get(Ingest, "alice").__aenter__())
+                async with second.get(Ingest, "bob"):  # another key: free
+                    pass
+                await asyncio.sleep(0.2)
+                assert not waiting.done()
+            await asyncio.wait_for(waiting, 5)  # released: the other session takes it
+            await second.get(Ingest, "alice").__aexit__(None, None, None)
+            async with first.get(Ingest, "alice"):
+                pass
+        finally:
+            for engine in engines:
+                await engine.dispose()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
