@@ -45,6 +45,7 @@ from llama_index_memory_hierarchy.knowledge.retriever import (
     node_text,
     retrieval_options,
 )
+from llama_index_memory_hierarchy.language import sentence_ends
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.llms import LLM
@@ -72,7 +73,6 @@ DEFAULT_QA_TEMPLATE = PromptTemplate(
 )
 
 _PARAGRAPH = re.compile(r"\n[ \t]*\n")
-_SENTENCE = re.compile(r"(?<=[.!?。！？])\s+")
 
 
 @dataclass
@@ -210,8 +210,7 @@ def truncate_at_boundary(text: str, max_tokens: int, count: Callable[[str], int]
         return text[:best].rstrip()
     first = text[: ends[0]]
     best = None
-    for match in [*_SENTENCE.finditer(first), None]:
-        end = match.start() if match else len(first)
+    for end in [*sentence_ends(first), len(first)]:
         if count(first[:end]) <= max_tokens:
             best = end
         else:

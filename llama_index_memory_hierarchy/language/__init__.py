@@ -52,7 +52,13 @@ from llama_index_memory_hierarchy.language.scripts import (
     detect_language,
     has_han,
 )
-from llama_index_memory_hierarchy.language.sentences import asks, is_question, split_clauses, split_sentences
+from llama_index_memory_hierarchy.language.sentences import (
+    asks,
+    is_question,
+    sentence_ends,
+    split_clauses,
+    split_sentences,
+)
 from llama_index_memory_hierarchy.language.tokens import (
     ACKNOWLEDGEMENTS,
     ANALYZER_VERSION,
@@ -94,6 +100,7 @@ __all__ = [
     "person_names",
     "query_stopwords",
     "query_terms",
+    "sentence_ends",
     "split_clauses",
     "split_sentences",
     "statements",

@@ -26,6 +26,11 @@ def split_sentences(text: str, *, semicolons: bool = False) -> list[str]:
     return [s.strip() for s in pattern.split(text) if s and s.strip()]
 
 
+def sentence_ends(text: str) -> list[int]:
+    """Where the sentences of ``text`` end (the offset just after each one's closing mark), by the same rule."""
+    return [m.start() for m in _SENTENCE.finditer(text) if m.start() > 0]
+
+
 def split_clauses(text: str) -> list[str]:
     """Clauses of ``text``: split at sentences' ends, commas, semicolons, colons and line breaks (not stripped)."""
     return [c for c in _CLAUSE_END.split(text) if c.strip()]

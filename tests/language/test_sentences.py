@@ -21,3 +21,12 @@ def test_one_sentence_splitter_keeps_numbers_whole_and_splits_chinese_after_asci
     assert L.split_sentences("太好了!我下周去杭州。你呢？") == ["太好了!", "我下周去杭州。", "你呢？"]
     assert L.split_sentences("不要用表情；回答简短") == ["不要用表情；回答简短"]
     assert L.split_sentences("不要用表情；回答简短", semicolons=True) == ["不要用表情；", "回答简短"]
+
+
+def test_sentence_ends_are_where_the_splitter_cuts() -> None:
+    from llama_index_memory_hierarchy.language import sentence_ends, split_sentences
+
+    text = "The kettle costs 3.5 euros. It boils fast! 真的吗？好的"
+    ends = sentence_ends(text)
+    assert text[: ends[0]] == "The kettle costs 3.5 euros."  # not cut inside "3.5"
+    assert [text[a:b].strip() for a, b in zip([0, *ends], [*ends, len(text)], strict=True)] == split_sentences(text)
