@@ -21,7 +21,7 @@
    (and half for a superseded fact, when history is asked for);
    every weight a field of :class:`~llama_index_memory_hierarchy.ranking.settings.RankingSettings` (per memory,
    per call: ``ranking=``), each column of the explanation times its fitted signal weight (``bench/fit_ranking.py``);
-3. shows only what has evidence of relevance (``RankingSettings.relevance_floor``, :func:`_relevant`): a content word
+3. shows only what has evidence of relevance (``RankingSettings.relevance_floor``, ``retrieval.floor``): a content word
    of the query in its own text, a person, date or graph link the query names, or a cosine above every unrelated
    pair of the calibration set and above the query's own to those sentences; an acknowledgement never. An
    explicit ``min_score`` replaces the floor. Nothing relevant: an empty list;
@@ -33,16 +33,20 @@ Every returned item carries ``explanation``: the contribution of each signal to 
 (they sum to it). Ranked lists of different tiers are never fused by rank. Ranking is
 deterministic: recency counts from the event time (not from the last access), and the access
 bumps of a search (``stores.access``) are written in the background and read by no ranking signal.
+
+The parts: ``candidate`` (a candidate and what ranking reads from its text), ``keyword`` (term weights),
+``conversation_rules`` (a reply owns the question it answers), ``evidence`` (tier evidence), ``floor``
+(the relevance floor), ``conversation_query`` (the query of small talk); the query's analysis, the candidate
+reads and the composition with explanations are here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import functools
 import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -54,24 +58,17 @@ from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.language import (
-    ACKNOWLEDGEMENTS,
     TimeHint,
     asks,
     named_chat_party,
     query_stopwords,
-    statements,
-    stemmed,
-    without_self_statements,
 )
 from llama_index_memory_hierarchy.ranking.fusion import recency
 from llama_index_memory_hierarchy.ranking.pipeline import (
-    DEFAULT_RECIPE,
     entity_boost,
     extract_time_hints,
     has_temporal_intent,
-    has_time_expression,
     keyword_terms,
-    light_stem,
     mentioned_names,
     time_score,
 )
@@ -79,27 +76,30 @@ from llama_index_memory_hierarchy.ranking.selection import (
     Choice,
     information_words,
     is_content_free,
-    normalised_text,
     select,
     slot_score,
 )
 from llama_index_memory_hierarchy.ranking.settings import RankingSettings, ranking_settings
+from llama_index_memory_hierarchy.retrieval.candidate import Candidate, sources_of
 from llama_index_memory_hierarchy.retrieval.conversation_query import (
     conversation_share,
     conversation_text,
     recent_turns,
     topic_vector,
 )
+from llama_index_memory_hierarchy.retrieval.conversation_rules import answered_terms
+from llama_index_memory_hierarchy.retrieval.evidence import procedural, tier_evidence
+from llama_index_memory_hierarchy.retrieval.floor import MAX_FORMS, form_of, relevant
+from llama_index_memory_hierarchy.retrieval.keyword import term_weights
 from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
 from llama_index_memory_hierarchy.stores.context import StoreContext
-from llama_index_memory_hierarchy.text import index_terms, keyword_text, keyword_tokens
+from llama_index_memory_hierarchy.text import index_terms, keyword_tokens
 from llama_index_memory_hierarchy.tiers.perceptual import PerceptualMemory
-from llama_index_memory_hierarchy.tiers.procedural import INSTRUCTION, procedural_evidence
 from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory
 from llama_index_memory_hierarchy.tiers.tierset import TierSet
 from llama_index_memory_hierarchy.tiers.working import WorkingMemory
-from llama_index_memory_hierarchy.turns import chat_party_of, context_line, format_turn, in_conversation, speaker_of
+from llama_index_memory_hierarchy.turns import chat_party_of, format_turn, speaker_of
 from llama_index_memory_hierarchy.types import (
     MemoryFilter,
     MemoryItem,
@@ -201,59 +201,22 @@ class _Query:
         )
 
 
-@dataclass
-class _Candidate:
-    """A memory the search ranks: its query-independent signals are set when its row is read (:func:`_admit`),
-    the rest (dense, keyword, graph, entity) once every candidate is known."""
-
-    item: MemoryItem
-    vector: np.ndarray | None = None
-    indexed: str = ""  # the terms its keyword index holds, its context included
-    dense: float = 0.0
-    keyword: float = 0.0
-    cross_modal: float = 0.0
-    graph: float = 0.0
-    when: float = 0.0  # the time prior: its time against the query's hints, and a time it names for *when*
-    fresh: float = 0.0  # recency
-    own: float = 0.0  # the IDF-weighted share of the query's terms in its own text (what it states itself)
-    evidence: float = 1.0  # how much its tier vouches for it (``_evidence``)
-    sources: frozenset[str] = frozenset()  # what it derives from (``_sources``)
-    parts: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def text(self) -> _Text:
-        """What ranking reads from its content (:func:`_text_of`)."""
-        return _text_of(self.item.content)
-
-
-def _admit(
+def admit(
     item: MemoryItem,
     vector: np.ndarray | None,
     indexed: str,
     query: _Query,
     config: MemoryConfig,
     settings: RankingSettings,
-) -> _Candidate:
+) -> Candidate:
     """A candidate with every signal that needs neither the query's vector nor the other candidates."""
-    cand = _Candidate(item, vector, indexed, sources=_sources(item))
+    cand = Candidate(item, vector, indexed, sources=sources_of(item))
     cand.when = settings.time_weight * time_score(item.timestamp, query.hints) if query.hints else 0.0
     if query.temporal and cand.text.names_time:
         cand.when += settings.temporal_weight
     cand.fresh = recency(item.timestamp, query.now, config.recency_half_life_hours)
-    cand.evidence = _evidence(item, settings.history_factor)
+    cand.evidence = tier_evidence(item, settings.history_factor)
     return cand
-
-
-def _evidence(item: MemoryItem, history_factor: float) -> float:
-    """How much the tier vouches for a memory: a fact by its confidence (and currency), others fully."""
-    if item.memory_type is not MemoryType.SEMANTIC or item.metadata.get("kind") != "fact":
-        return 1.0
-    try:
-        confidence = min(max(float(item.metadata.get("confidence", 1.0)), 0.0), 1.0)
-    except (TypeError, ValueError):
-        confidence = 1.0
-    factor = 0.5 + 0.5 * confidence
-    return factor * history_factor if item.metadata.get("invalid_at") else factor
 
 
 def memory_types_of(memory_types: Sequence[MemoryType | str] | MemoryType | str | None) -> list[MemoryType]:
@@ -271,143 +234,6 @@ def memory_types_of(memory_types: Sequence[MemoryType | str] | MemoryType | str 
     if not wanted:
         raise MemoryValidationError("memory_types", "name at least one tier")
     return [t for t in MemoryType if t in wanted]
-
-
-class _Text:
-    """What ranking reads from a memory's text, each part worked out when first asked, once per distinct text
-    (:func:`_text_of`): a search admits ~100 candidates, and most are read again by the next searches."""
-
-    def __init__(self, content: str) -> None:
-        self.content = content
-
-    @functools.cached_property
-    def tokens(self) -> list[str]:
-        return keyword_tokens(self.content)
-
-    @functools.cached_property
-    def asks(self) -> bool:
-        """Whether it asks a question (``language.asks``)."""
-        return asks(self.content)
-
-    @functools.cached_property
-    def own(self) -> frozenset[str]:
-        """The keyword index's terms of what it states itself: its text without the neighbours its keyword text
-        holds, and without its questions (``language.statements``: a question asserts nothing)."""
-        if self.asks:
-            return frozenset(index_terms(statements(self.content)))
-        return frozenset(stemmed(self.tokens))  # all it says states: a clause's tokens are its text's
-
-    @functools.cached_property
-    def addressed(self) -> frozenset[str]:
-        """The terms of what a question's turn says to the one it asks (``language.without_self_statements``)."""
-        return frozenset(index_terms(without_self_statements(self.content)))
-
-    @functools.cached_property
-    def words(self) -> frozenset[str]:
-        """Its content words (``selection.information_words``)."""
-        return information_words(self.tokens, query_stopwords())
-
-    @functools.cached_property
-    def stems(self) -> frozenset[str]:
-        return frozenset(light_stem(word) for word in self.words)
-
-    @functools.cached_property
-    def identity(self) -> str:
-        """Its normalised text: equal identities are one memory (``selection.normalised_text``)."""
-        return normalised_text(self.content)
-
-    @functools.cached_property
-    def names_time(self) -> bool:
-        """Whether it mentions a time (``language.has_time_expression``)."""
-        return has_time_expression(self.content)
-
-    @functools.cached_property
-    def group(self) -> str:
-        """Its similarity calibration group (``calibration.group_of``)."""
-        return group_of(self.content)
-
-
-@functools.lru_cache(maxsize=8192)
-def _text_of(content: str) -> _Text:
-    return _Text(content)
-
-
-@functools.lru_cache(maxsize=8192)
-def _as_context(content: str, speaker: str) -> str:
-    """A turn's terms as the keyword text of the turns after it holds them, padded by spaces to match whole terms."""
-    return f" {keyword_text(context_line(format_turn(content, speaker)))} "
-
-
-def _answered_terms(candidates: Iterable[_Candidate]) -> dict[str, frozenset[str]]:
-    """The words each candidate turn owns as the answer to a question the other party asked just before it.
-
-    A turn's own keyword credit leaves out the context its keyword text holds (``RankingSettings.context_share``), yet
-    the reply to "Congrats on the new studio! How does it feel?" answers that question without ever saying
-    "studio": question and answer are one exchange. So a turn owns the words of a question by another
-    speaker of its session when both are candidates and its keyword text holds that question (as one of
-    the turns before it, ``tiers.episodic.keyword_documents``: turns that share their time have no other order),
-    except the words the asker says of itself ("I love badminton, do you like sports?").
-    """
-    sessions: dict[str, list[_Candidate]] = {}
-    for cand in candidates:
-        item = cand.item
-        if item.memory_type is MemoryType.EPISODIC and item.session_id and in_conversation(item) and speaker_of(item):
-            sessions.setdefault(item.session_id, []).append(cand)
-    answered: dict[str, frozenset[str]] = {}
-    window = DEFAULT_RECIPE.context_before
-    for turns in sessions.values():
-        if not any(c.text.asks for c in turns):
-            continue
-        turns.sort(key=lambda c: c.item.timestamp)
-        times = [c.item.timestamp for c in turns]
-        for cand in turns:
-            item, indexed = cand.item, f" {cand.indexed} "
-            # A question in its keyword text has at most ``window`` - 1 turns between them, so at most that
-            # many candidates with a time between theirs; turns that share a time may stand in any order.
-            first = bisect.bisect_left(times, item.timestamp)
-            low = bisect.bisect_left(times, times[max(first - window, 0)])
-            high = bisect.bisect_right(times, item.timestamp)
-            for other in turns[low:high]:
-                asked = other.item
-                asker = speaker_of(asked)
-                text = _text_of(asked.content)
-                if asker != speaker_of(item) and text.asks and _as_context(asked.content, asker) in indexed:
-                    answered[item.id] = answered.get(item.id, frozenset()) | text.addressed
-    return answered
-
-
-def _term_weights(terms: Iterable[str], texts: Sequence[frozenset[str]]) -> dict[str, float]:
-    """Each query term's inverse document frequency among the candidates' own texts (rare terms weigh more)."""
-    n = len(texts)
-    return {t: math.log(1.0 + (n + 1) / (sum(1 for text in texts if t in text) + 1)) for t in terms}
-
-
-def _sources(item: MemoryItem) -> frozenset[str]:
-    """The ids a derived memory (a fact, a summary) cites as its sources."""
-    sources = item.metadata.get("source_ids")
-    return frozenset(s for s in sources if isinstance(s, str)) if isinstance(sources, list) else frozenset()
-
-
-def _procedural(
-    candidates: dict[str, _Candidate], query: _Query, calibration: SimilarityCalibration, history_factor: float
-) -> dict[str, _Candidate]:
-    """The procedural tier's evidence (``tiers.procedural.procedural_evidence``), its hook into the search: a
-    procedure stays a candidate only for a similar task, a superseded instruction only with ``history_factor`` > 0
-    (``include_history``)."""
-    kept: dict[str, _Candidate] = {}
-    for memory_id, cand in candidates.items():
-        item = cand.item
-        if item.memory_type is MemoryType.PROCEDURAL:
-            task = group_of(str(item.metadata.get("task") or item.content))
-            similarity = float(calibration.calibrate(cand.dense, query.group, task, role="query"))
-            cand.evidence = procedural_evidence(item, similarity)
-            if cand.evidence <= 0.0 and item.metadata.get("kind") == INSTRUCTION:
-                cand.evidence = history_factor
-            if cand.evidence <= 0.0:
-                continue
-            cand.sources = frozenset()  # how a task was done: no restatement of the run's turns to collapse into
-        kept[memory_id] = cand
-    return kept
 
 
 class CrossTierSearch(RuntimeBound):
@@ -467,11 +293,13 @@ class CrossTierSearch(RuntimeBound):
             query, types, flt, limit, include_history, settings, list(conversation)
         )
         calibration = await acalibration(context.embeddings)
-        candidates = _procedural(candidates, asked, calibration, settings.history_factor if include_history else 0.0)
+        candidates = procedural(
+            candidates, asked.group, calibration, settings.history_factor if include_history else 0.0
+        )
         if not candidates:
             return []
         if settings.relevance_floor and min_score is None:
-            for speaker in sorted({_form(c.item) for c in candidates.values()} - {""})[:_MAX_FORMS]:
+            for speaker in sorted({form_of(c.item) for c in candidates.values()} - {""})[:MAX_FORMS]:
                 await aneutral(
                     context.embeddings, calibration, speaker, functools.partial(format_turn, speaker=speaker)
                 )
@@ -492,11 +320,11 @@ class CrossTierSearch(RuntimeBound):
         include_history: bool,
         settings: RankingSettings,
         conversation: Sequence[str] = (),
-    ) -> tuple[dict[str, _Candidate], _Query]:
+    ) -> tuple[dict[str, Candidate], _Query]:
         """Every candidate of the requested tiers, by id, with its raw signals, and the query's analysis.
 
         The query is embedded while it is analysed, the keyword search runs and its hits are read and
-        admitted (:func:`_admit`), and the graph and the encoders of perceptions are asked (none of them
+        admitted (:func:`admit`), and the graph and the encoders of perceptions are asked (none of them
         needs the text vector): the model and the rest work on different cores, and the dense search
         starts as soon as the vector is there; then only the rows not read yet are.
         """
@@ -512,7 +340,7 @@ class CrossTierSearch(RuntimeBound):
         asked = _Query.of(query, conversation_text(query, turns) if turns else None, in_conversation=bool(conversation))
         working = memory.working.entries(flt) if MemoryType.WORKING in types else []
 
-        async def admitted(ids: Sequence[str]) -> list[_Candidate]:
+        async def admitted(ids: Sequence[str]) -> list[Candidate]:
             """The candidates among the records of ``ids`` (of the requested tiers and filters)."""
             if not ids:
                 return []
@@ -527,10 +355,10 @@ class CrossTierSearch(RuntimeBound):
                     continue
                 usable = record.embedding is not None and record.space in (None, space)
                 vector = record.embedding if usable else None
-                out.append(_admit(item, vector, record.keyword or "", asked, memory.config, settings))
+                out.append(admit(item, vector, record.keyword or "", asked, memory.config, settings))
             return out
 
-        async def keyword_hits_and_candidates() -> tuple[list[tuple[str, float]], list[_Candidate]]:
+        async def keyword_hits_and_candidates() -> tuple[list[tuple[str, float]], list[Candidate]]:
             if not durable:
                 return [], []
             hits = await context.records.keyword_search(
@@ -569,7 +397,7 @@ class CrossTierSearch(RuntimeBound):
         found = {c.item.id: c for c in [*early, *await admitted(list(dict.fromkeys(i for i in pool if i not in read)))]}
         for item, item_vector in working:
             if item.id not in found:
-                found[item.id] = _admit(item, item_vector, "", asked, memory.config, settings)
+                found[item.id] = admit(item, item_vector, "", asked, memory.config, settings)
         cosine = dict(dense)
         for memory_id, cand in found.items():
             if memory_id in cosine:
@@ -580,9 +408,9 @@ class CrossTierSearch(RuntimeBound):
         top = max(hits.values(), default=0.0)
         terms = asked.terms
         mine = {i: c.text.own for i, c in found.items()}
-        for memory_id, words in _answered_terms(found.values()).items():
+        for memory_id, words in answered_terms(found.values()).items():
             mine[memory_id] |= words
-        weights = _term_weights(terms, list(mine.values()))
+        weights = term_weights(terms, list(mine.values()))
         total = sum(weights.values())
         context_share = settings.context_share
         for memory_id, cand in found.items():
@@ -627,7 +455,7 @@ class CrossTierSearch(RuntimeBound):
     def _score(
         self,
         query: _Query,
-        candidates: list[_Candidate],
+        candidates: list[Candidate],
         limit: int,
         calibration: SimilarityCalibration,
         settings: RankingSettings,
@@ -656,7 +484,7 @@ class CrossTierSearch(RuntimeBound):
         if query.vector:  # and above what the query is to the neutral sentences, written as each memory is
             bars: dict[tuple[str, str], float] = {}
             for i, cand in enumerate(candidates):
-                key = (str(groups[i]), _form(cand.item))
+                key = (str(groups[i]), form_of(cand.item))
                 if key not in bars:
                     bars[key] = calibration.unrelated_to(query.vector[0], query.group, *key)
                 above_unrelated[i] &= dense[i] > bars[key]
@@ -690,7 +518,7 @@ class CrossTierSearch(RuntimeBound):
         scores = sum(columns.values()).tolist()
         table = {name: column.tolist() for name, column in columns.items()}
         if settings.relevance_floor and min_score is None:  # what shows no evidence of relevance is never shown
-            shown = _relevant(query, candidates, above_unrelated, named, entity)
+            shown = relevant(query.hints, candidates, above_unrelated, named, entity)
         else:
             shown = np.ones(len(candidates), dtype=bool)
         order = sorted(
@@ -700,7 +528,7 @@ class CrossTierSearch(RuntimeBound):
         )
         # what selection may pick: far more than it needs (redundancy only lowers scores), not the whole pool
         choices: list[Choice] = []
-        by_key: dict[str, _Candidate] = {}
+        by_key: dict[str, Candidate] = {}
         cut = max(4 * limit, settings.shortlist)
         shortlist = {candidates[i].item.id for i in order[:cut]}
         # and the memories derived from those (a summary quoting one), which may take its slot (``select``)
@@ -771,40 +599,6 @@ async def asearch(
 ) -> list[MemoryItem]:
     """:meth:`CrossTierSearch.asearch` of ``memory`` (one traced ``retrieve`` span per search)."""
     return await memory.cross_tier_search.asearch(query, limit, memory_types=memory_types, **filters)
-
-
-def _relevant(
-    query: _Query, candidates: Sequence[_Candidate], above_unrelated: np.ndarray, named: set[str], entity: np.ndarray
-) -> np.ndarray:
-    """Which candidates show evidence of relevance (``RankingSettings.relevance_floor``): a content word of the
-    query in what they state themselves, a person the query names by name, a date it names, a graph link from
-    an entity it names, or a cosine above that of every unrelated pair of the model's calibration set and above
-    the query's own to the calibration set's sentences written as the memory is (``calibration.unrelated_to``).
-    A short text (two content words at most) sits near any query in these models: its cosine alone is no evidence.
-    """
-    out = above_unrelated.copy()
-    for i, cand in enumerate(candidates):
-        words = cand.text.words
-        if words <= ACKNOWLEDGEMENTS:  # an acknowledgement is relevant to nothing
-            out[i] = False
-            continue
-        if out[i] and len(words) > 2:
-            continue
-        dated = bool(query.hints) and time_score(cand.item.timestamp, query.hints) > 0
-        out[i] = cand.own > 0 or cand.graph > 0 or dated or bool(named and entity[i] > 0)
-    return out
-
-
-#: The most speakers a search measures the neutral sentences for (a new speaker costs two dozen embeddings once).
-_MAX_FORMS = 8
-
-
-def _form(item: MemoryItem) -> str:
-    """How a memory's vector text is written around its content (``tiers.episodic.embedded_turn``): a turn with
-    its speaker's name, anything else as it is (``""``)."""
-    if item.memory_type is MemoryType.EPISODIC:
-        return speaker_of(item) or ""
-    return ""
 
 
 async def _none() -> dict[str, Any]:
