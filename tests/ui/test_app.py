@@ -14,7 +14,7 @@ from inspector_data import ALICE_TEA, BOB_SECRET
 pytest.importorskip("httpx")
 from starlette.testclient import TestClient
 
-from llama_index_memory_hierarchy.ui import app as inspector_app
+from llama_index_memory_hierarchy.ui import pages as inspector_pages
 from llama_index_memory_hierarchy.ui.app import create_app
 
 BASE = "http://127.0.0.1:8770"
@@ -241,7 +241,7 @@ def test_create_edit_and_bad_input(memory: Any) -> None:
 def test_the_filtered_paged_list(
     memory: Any, two_users: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(inspector_app, "LIST_PAGE", 2)
+    monkeypatch.setattr(inspector_pages, "LIST_PAGE", 2)
     web = client(memory, allow_edits=False)
     ids = [
         memory.episodic.add(f"Garden note {n}: the beans need poles.", metadata={"tags": ["garden"]}) for n in range(3)
