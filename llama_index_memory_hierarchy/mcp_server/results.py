@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -133,6 +134,66 @@ class FactHistory(BaseModel):
     facts: list[FactVersion]
 
 
+class Timeline(BaseModel):
+    events: list[MemoryRecord] = Field(description="Episodic memories in time order, oldest first.")
+
+
+class RelatedEntity(BaseModel):
+    """An entity reached through the knowledge graph (the fields of ``graph_search.RelatedEntity``)."""
+
+    id: str
+    name: str
+    type: str
+    hop: int = Field(description="How many relations away from the asked entity.")
+    relation: str
+    direction: str = Field(description="'out': the path points to it; 'in': it points back.")
+    via: str
+    fact_id: str | None = Field(description="The fact memory the relation comes from.")
+    confidence: float | None
+    path: str
+
+
+class RelatedEntities(BaseModel):
+    entity: str
+    related: list[RelatedEntity] = Field(description="Connected entities, nearest first, each with its path.")
+
+
+class ProfileLine(BaseModel):
+    """One line of the profile (the fields of ``lifecycle.profile.ProfileEntry``)."""
+
+    text: str
+    kind: str
+    memory_id: str
+    importance: float
+    confidence: float
+    since: str | None = Field(default=None, description="Since when it holds (ISO 8601).")
+    until: str | None = Field(default=None, description="Until when it held (history only).")
+    standing: bool = Field(description="Constrains any answer (diet, allergy, language, ...).")
+    source_ids: list[str]
+
+
+class Profile(BaseModel):
+    user_id: str
+    preferences: list[ProfileLine]
+    facts: list[ProfileLine]
+    history: list[ProfileLine] = Field(description="What no longer holds, latest first.")
+
+
+class MemoryStats(BaseModel):
+    user_id: str
+    session_id: str
+    tiers: dict[str, dict[str, Any]] = Field(
+        description="Tier name -> its statistics (count, first and last times, ...)."
+    )
+
+
+def tool_result(text: str, data: BaseModel) -> CallToolResult:
+    """Text for the LLM and the same result as ``structuredContent`` (checked by the SDK against the schema)."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=data.model_dump(mode="json")
+    )
+
+
 class DocumentsAdded(BaseModel):
     namespace: str
     added: list[str]
@@ -151,6 +212,13 @@ __all__ = [
     "MemoryDetail",
     "MemoryPage",
     "MemoryRecord",
+    "MemoryStats",
+    "Profile",
+    "ProfileLine",
     "RecallResult",
+    "RelatedEntities",
+    "RelatedEntity",
     "Remembered",
+    "Timeline",
+    "tool_result",
 ]

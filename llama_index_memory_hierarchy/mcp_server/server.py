@@ -26,11 +26,12 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field
 
 from llama_index_memory_hierarchy.errors import MemoryHierarchyError, MemoryValidationError
 from llama_index_memory_hierarchy.mcp_server.access import DocumentRoots, Principal, TokenTable
+from llama_index_memory_hierarchy.mcp_server.context_tools import profile_text, register_context_tools
 from llama_index_memory_hierarchy.mcp_server.instructions import register_instruction_tools
 from llama_index_memory_hierarchy.mcp_server.results import (
     DocumentsAdded,
@@ -43,6 +44,7 @@ from llama_index_memory_hierarchy.mcp_server.results import (
     MemoryRecord,
     RecallResult,
     Remembered,
+    tool_result,
 )
 from llama_index_memory_hierarchy.types import (
     MemoryType,
@@ -78,8 +80,6 @@ You never need to pass `user_id`: the server knows whose memory this is."""
 
 #: The spec's text for an id it could not find (it answers with text, the server with an error).
 _NOT_FOUND_PREFIX = "No memory with id="
-_MAX_TIMELINE = 200
-_MAX_RELATED = 50
 _MAX_FORGET = 100
 _MAX_PAGE = 100
 #: ``Bearer``, one space, an RFC 6750 token (no spaces).
@@ -272,13 +272,6 @@ def _range(since: str | None, until: str | None) -> tuple[Any, Any]:
     return start, end
 
 
-def _result(text: str, data: BaseModel) -> CallToolResult:
-    """Text for the LLM and the same result as ``structuredContent`` (checked by the SDK against the schema)."""
-    return CallToolResult(
-        content=[TextContent(type="text", text=text)], structured_content=data.model_dump(mode="json")
-    )
-
-
 async def _structured(step: Callable[[], Awaitable[CallToolResult]]) -> CallToolResult:
     """Run a structured tool body; refusals become MCP tool errors naming the field."""
     try:
@@ -327,7 +320,7 @@ async def _aingest(
         f"Knowledge base {report.namespace!r}: {len(report.added)} added, {len(report.updated)} updated, "
         f"{len(report.unchanged)} unchanged, {len(report.failed)} failed ({report.chunks_written} chunks written)."
     )
-    return _result(text + "".join(f"\nfailed: {e.source}: {e.error}" for e in report.failed), result)
+    return tool_result(text + "".join(f"\nfailed: {e.source}: {e.error}" for e in report.failed), result)
 
 
 def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MCPServer:
@@ -388,7 +381,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
             target = spec.resolve_tier(tier)
             memory_id = await target.aadd(text, importance=importance, metadata=extra, timestamp=when)
             kind = target.memory_type.value
-            return _result(f"Remembered in {kind} memory with id={memory_id}.", Remembered(id=memory_id, tier=kind))
+            return tool_result(f"Remembered in {kind} memory with id={memory_id}.", Remembered(id=memory_id, tier=kind))
 
         return await _structured(run)
 
@@ -428,11 +421,11 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
                 items = [item for item in items if (item.score or 0.0) >= min_score]
             found = RecallResult(query=question, memories=[MemoryRecord.of(item) for item in items])
             if not items:
-                return _result(f"Nothing relevant remembered for {question!r}.", found)
+                return tool_result(f"Nothing relevant remembered for {question!r}.", found)
             from llama_index_memory_hierarchy.tools import format_item
 
             lines = [format_item(i, item) for i, item in enumerate(items, start=1)]
-            return _result(f"Found {len(items)} memories (best first):\n" + "\n".join(lines), found)
+            return tool_result(f"Found {len(items)} memories (best first):\n" + "\n".join(lines), found)
 
         return await _structured(run)
 
@@ -482,7 +475,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
                 lines.append(f"Also deleted {len(report.derived)} memories derived only from them.")
             if report.not_found:
                 lines.append(f"No memory with id={', '.join(report.not_found)}.")
-            return _result("\n".join(lines), result)
+            return tool_result("\n".join(lines), result)
 
         return await _structured(run)
 
@@ -506,7 +499,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
                 raise MemoryValidationError("confirm", "must be the user id being erased, exactly; nothing was erased")
             report = await service.memory(user).manager.aforget_user()
             erased = Erased(user_id=user, rows=report.total_rows, files=report.files, compacted=report.compacted)
-            return _result(f"Erased every memory of user {user} ({report.total_rows} rows).", erased)
+            return tool_result(f"Erased every memory of user {user} ({report.total_rows} rows).", erased)
 
         return await _structured(run)
 
@@ -558,7 +551,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
             lines = [format_item(i, item) for i, item in enumerate(listed.items, start=1 + offset)]
             more = f"; next page: offset={page.next_offset}" if page.next_offset is not None else ""
             head = f"{page.total} memories match; showing {len(page.memories)} from offset {offset}{more}"
-            return _result("\n".join([head, *lines]), page)
+            return tool_result("\n".join([head, *lines]), page)
 
         return await _structured(run)
 
@@ -600,7 +593,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
                     for v in detail.history
                 ),
             ]
-            return _result("\n".join(lines), detail)
+            return tool_result("\n".join(lines), detail)
 
         return await _structured(run)
 
@@ -622,12 +615,14 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
         async def run() -> CallToolResult:
             history = await afact_history(memory, entity, relation)
             if not history.facts:
-                return _result(f"No facts about {entity!r} in memory.", history)
+                return tool_result(f"No facts about {entity!r} in memory.", history)
             lines = [
                 f"{i}. id={v.id} | {v.valid_at or '?'} -> {v.invalid_at or 'now'} | {v.statement}"
                 for i, v in enumerate(history.facts, start=1)
             ]
-            return _result(f"{len(history.facts)} facts about {entity!r} (oldest first):\n" + "\n".join(lines), history)
+            return tool_result(
+                f"{len(history.facts)} facts about {entity!r} (oldest first):\n" + "\n".join(lines), history
+            )
 
         return await _structured(run)
 
@@ -665,95 +660,6 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
         """
         user = user_of(ctx, user_id)
         return await _structured(lambda: _aingest(service, user, namespace, paths, field="paths"))
-
-    @server.tool(annotations=read, structured_output=False)
-    async def timeline(
-        ctx: Context,
-        since: Annotated[
-            str | None, Field(description="From: ISO date/time, 'today', 'yesterday' or an age like '7d', '12h'.")
-        ] = None,
-        until: Annotated[str | None, Field(description="To (inclusive), same forms; a bare date: its end.")] = None,
-        session: Annotated[str | None, Field(description="Only this conversation's session id.")] = None,
-        limit: Annotated[int, Field(ge=1, le=_MAX_TIMELINE, description="Most events, oldest first.")] = 50,
-        user_id: UserArg = None,
-    ) -> str:
-        """What happened when: the user's episodic memory (conversation turns and events) in time order.
-
-        Use it for "what did we talk about last week", "when did I mention X", or to review a session.
-
-        Example: timeline(since="7d", limit=20)
-        """
-        memory = service.memory(user_of(ctx, user_id))
-
-        async def run() -> str:
-            start, end = _when(since, "since"), _when(until, "until", end_of_day=True)
-            if start and end and start > end:
-                raise MemoryValidationError("since", "is after until")
-            if session is not None:
-                validate_identifier(session, "session")
-            items = await memory.episodic.aget_timeline(start=start, end=end, session_id=session, limit=limit)
-            if not items:
-                return "No events in this range."
-            lines = [
-                f"{i}. id={item.id} | {item.timestamp:%Y-%m-%d %H:%M:%S} UTC | session {item.session_id or '-'}"
-                f" | {item.metadata.get('role') or 'event'}\n   {' '.join(item.content.split())[:600]}"
-                for i, item in enumerate(items, start=1)
-            ]
-            return f"{len(items)} events (oldest first):\n" + "\n".join(lines)
-
-        return await _call(run)
-
-    @server.tool(annotations=read, structured_output=False)
-    async def profile(ctx: Context, user_id: UserArg = None) -> str:
-        """What is known about the user: their preferences and facts, best first, each with its memory id.
-
-        Use it at the start of a conversation to personalise answers, or when the user asks what you know
-        about them.
-
-        Example: profile()
-        """
-        return await _call(lambda: _profile_text(service.memory(user_of(ctx, user_id))))
-
-    @server.tool(annotations=read, structured_output=False)
-    async def related_entities(
-        entity: Annotated[str, Field(description="A person, place, thing or 'User' (the user themself).")],
-        ctx: Context,
-        depth: Annotated[int, Field(ge=1, le=3, description="How many hops in the knowledge graph.")] = 1,
-        limit: Annotated[int, Field(ge=1, le=_MAX_RELATED, description="Most entities.")] = 20,
-        user_id: UserArg = None,
-    ) -> str:
-        """Who and what is connected to an entity in the user's knowledge graph, nearest first, with the path.
-
-        Use it for questions about relationships ("who is Mia's teacher", "what do I know about Acme").
-        Each line names the relation and the id of the fact it comes from.
-
-        Example: related_entities(entity="Mia", depth=2)
-        """
-        memory = service.memory(user_of(ctx, user_id))
-
-        async def run() -> str:
-            semantic: Any = memory.semantic
-            related = await semantic.aget_related_entities(entity, depth=depth, limit=limit)
-            if not related:
-                return f"No entities connected to {entity!r} in memory."
-            lines = [
-                f"{i}. {r.name} ({r.type}) | hop {r.hop} | {r.path}" + (f" | fact id={r.fact_id}" if r.fact_id else "")
-                for i, r in enumerate(related, start=1)
-            ]
-            return f"{len(related)} entities connected to {entity!r}:\n" + "\n".join(lines)
-
-        return await _call(run)
-
-    @server.tool(annotations=read, structured_output=False)
-    async def memory_stats(ctx: Context, user_id: UserArg = None) -> str:
-        """How much is in memory, per tier, as JSON (counts and each tier's statistics).
-
-        Use it when the user asks how much you remember, or to check that remembering or forgetting worked.
-
-        Example: memory_stats()
-        """
-        spec = service.tools(user_of(ctx, user_id))
-        return await _call(spec.amemory_stats)
 
     @server.tool(annotations=read, structured_output=False)
     async def search_documents(
@@ -801,7 +707,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
 
     async def read_profile(requested: str | None) -> str:
         try:
-            return await _profile_text(service.memory(_principal(service, None).resolve_user(requested)))
+            return await profile_text(service.memory(_principal(service, None).resolve_user(requested)))
         except (MemoryHierarchyError, ToolError) as exc:
             from mcp.server.mcpserver.exceptions import ResourceError
 
@@ -819,6 +725,12 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
         """The profile of the user named in the address: an admin token's way to read any user's (others: their own)."""
         return await read_profile(user_id)
 
+    register_context_tools(
+        server,
+        lambda ctx, user: service.memory(user_of(ctx, user)),
+        lambda ctx, user: service.tools(user_of(ctx, user)),
+        _structured,
+    )
     register_instruction_tools(server, lambda ctx, user: service.tools(user_of(ctx, user)), _call)
 
     @server.prompt(name="use_memory", description="Instructions for an assistant that has this memory server.")
@@ -826,19 +738,6 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
         return INSTRUCTIONS
 
     return server
-
-
-async def _profile_text(memory: HierarchicalMemory) -> str:
-    profile = await memory.manager.aget_profile()
-    if profile.empty:
-        return f"No profile of user {memory.user_id} yet: nothing lasting about them is in memory."
-    lines = [f"Profile of user {memory.user_id} (best first):"]
-    for entry in sorted([*profile.preferences, *profile.facts], key=lambda e: e.rank):
-        lines.append(f"- {entry.kind}: {entry.text} (id={entry.memory_id}, importance {entry.importance:.2f})")
-    for entry in profile.history:  # what no longer holds, with when it stopped
-        until = entry.until.date().isoformat() if entry.until else "?"
-        lines.append(f"- no longer ({entry.kind}, until {until}): {entry.text} (id={entry.memory_id})")
-    return "\n".join(lines)
 
 
 class ExactBearer:

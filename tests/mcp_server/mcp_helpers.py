@@ -56,6 +56,10 @@ STRUCTURED = {
     "forget_all",
     "add_document",
     "ingest_documents",
+    "timeline",
+    "profile",
+    "related_entities",
+    "memory_stats",
 }
 
 #: Bearer tokens of the shared HTTP server (conftest.server) and the users they map to.

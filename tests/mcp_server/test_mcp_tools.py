@@ -97,6 +97,7 @@ async def browse_and_forget(session: ClientSession, user: str) -> None:
 
     detail = structured(await session.call_tool("get_memory", {"memory_id": porto["id"]}), schemas, "get_memory")
     assert detail["memory"]["content"] == "The user kept bees in Porto." and detail["history"] == []
+    await context_views(session, schemas, user, porto["id"])
 
     before = counts(ok(await session.call_tool("memory_stats", {})))
     cases = [
@@ -137,6 +138,28 @@ async def erase(session: ClientSession, user: str) -> None:
     erased = structured(await session.call_tool("forget_all", {"confirm": user}), schemas, "forget_all")
     assert erased["user_id"] == user and erased["rows"] >= 1
     assert structured(await session.call_tool("list_memories", {}), schemas, "list_memories")["total"] == 0
+
+
+async def context_views(session: ClientSession, schemas: dict[str, Any], user: str, event: str) -> None:
+    """timeline, profile, related_entities and memory_stats answer with structured results under their schemas."""
+    events = structured(await session.call_tool("timeline", {"until": "2023-12-31"}), schemas, "timeline")
+    assert [e["id"] for e in events["events"]] == [event] and events["events"][0]["tier"] == "episodic"
+    none = structured(await session.call_tool("timeline", {"until": "1990-01-01"}), schemas, "timeline")
+    assert none["events"] == []
+    answer = await session.call_tool("profile", {})
+    profile = structured(answer, schemas, "profile")
+    entries = profile["preferences"] + profile["facts"] + profile["history"]
+    assert profile["user_id"] == user and all(e["memory_id"] in text(answer) for e in entries), profile
+    related = structured(
+        await session.call_tool("related_entities", {"entity": "User", "depth": 1}), schemas, "related_entities"
+    )
+    assert related["entity"] == "User" and all(r["hop"] == 1 and r["path"] for r in related["related"])
+    stats = structured(await session.call_tool("memory_stats", {}), schemas, "memory_stats")
+    assert stats["user_id"] == user and stats["tiers"]["episodic"]["count"] >= 2
+    assert stats["tiers"]["semantic"]["count"] >= 1 and "procedural" in stats["tiers"]
+    assert "since: is after until" in refused(
+        await session.call_tool("timeline", {"since": "2026-02-01", "until": "2026-01-01"})
+    )
 
 
 def _facts(folder: Path) -> dict[str, str]:
