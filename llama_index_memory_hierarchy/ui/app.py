@@ -51,7 +51,7 @@ from starlette.routing import Route
 
 from llama_index_memory_hierarchy.stores.access import uncounted
 from llama_index_memory_hierarchy.ui import edits, pages, procedural, users
-from llama_index_memory_hierarchy.ui.inspector import _VIEWING, Inspector
+from llama_index_memory_hierarchy.ui.inspector import Inspector
 from llama_index_memory_hierarchy.ui.security import RunSecret, SecurityHeaders
 
 if TYPE_CHECKING:
@@ -94,15 +94,12 @@ def _guarded(endpoint: Any) -> Any:
 
     async def run(request: Request) -> Response:
         inspector: Inspector = request.app.state.inspector
-        viewing = _VIEWING.set(inspector.memory_for(request))
-        try:
+        with inspector.showing(request):
             inspector.check_user(request)
             if request.method != "GET":
                 return await endpoint(request)
             with uncounted():  # a GET changes nothing, not even access counts
                 return await endpoint(request)
-        finally:
-            _VIEWING.reset(viewing)
 
     return run
 

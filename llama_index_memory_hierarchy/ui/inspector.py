@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -99,6 +101,15 @@ class Inspector:
                 config=self.home.config, user_id=chosen, session_id=self.home.session_id
             )
         return self._others[chosen]
+
+    @contextmanager
+    def showing(self, request: Request) -> Iterator[None]:
+        """Within it, :attr:`memory` is the memory ``request`` shows (see :meth:`memory_for`)."""
+        viewing = _VIEWING.set(self.memory_for(request))
+        try:
+            yield
+        finally:
+            _VIEWING.reset(viewing)
 
     def close(self) -> None:
         """Close the memories opened for an operator's choices (the served one is its opener's)."""
