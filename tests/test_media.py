@@ -114,6 +114,22 @@ def test_malformed_files_raise_validation_error_naming_the_file(
     assert name in str(caught.value)
 
 
+def test_audio_without_the_media_extra_keeps_size_and_format(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The core install has neither soundfile nor PyAV: an audio file is still taken, with what can be known."""
+    import sys
+
+    from llama_index_memory_hierarchy.perception.encoders import read_mono
+
+    path = write_tone(tmp_path / "t.wav")
+    for module in ("soundfile", "av"):
+        monkeypatch.setitem(sys.modules, module, None)  # as if not installed: importing it raises ImportError
+    info = inspect_media(path, Modality.AUDIO, "wav", "t.wav")
+    assert (info.modality, info.ext, info.metadata["reader"]) == (Modality.AUDIO, "wav", "none")
+    assert info.metadata["bytes"] == path.stat().st_size
+    with pytest.raises(MemoryValidationError, match=r"llama-index-memory-hierarchy\[media\]"):
+        read_mono(path)
+
+
 def test_phash_finds_resized_recompressed_copy() -> None:
     def phash(data: bytes) -> str:
         from llama_index_memory_hierarchy.perception.media import image_phash
@@ -127,6 +143,20 @@ def test_phash_finds_resized_recompressed_copy() -> None:
     near = hamming_distance(phash(original), phash(copy))
     far = min(hamming_distance(phash(original), phash(image_bytes(k))) for k in ("sunset", "checker", "diagonal"))
     assert near <= 6 < far
+
+
+def test_phash_is_the_one_imagehash_gave() -> None:
+    """``image_phash`` dropped imagehash and SciPy (the core install's size) and keeps its hashes: these are
+    ``imagehash.phash(image, hash_size=8)``'s, so stored hashes stay comparable."""
+    import numpy as np
+
+    from llama_index_memory_hierarchy.perception.media import image_phash
+
+    gradient = Image.fromarray((np.add.outer(np.arange(64), np.arange(48)) * 3 % 256).astype(np.uint8))
+    with Image.open(io.BytesIO(image_bytes("sunset", size=(640, 480)))) as sunset:
+        assert image_phash(sunset) == "99666698d9656659"
+    assert image_phash(gradient) == "8c334a972d5b34ab"
+    assert image_phash(Image.new("RGB", (40, 30), (200, 120, 40))) == "8000000000000000"  # flat: only the mean
 
 
 def test_phash_vector_cosine_matches_hamming() -> None:

@@ -27,9 +27,9 @@ def register(commands: Any, parents: list[argparse.ArgumentParser], formatter: A
         parents=parents,
         formatter_class=formatter,
         help="add files or folders to a knowledge base",
-        description="Chunk, embed and index documents (md, txt, pdf, docx, html, csv, json) into the user's "
-        "knowledge base NAME. Unchanged files are skipped, changed ones replaced. Exit code 1 when a file "
-        "could not be ingested (the others still are).",
+        description="Chunk, embed and index documents (md, txt, html, csv, json; pdf and docx with the docs "
+        "extra) into the user's knowledge base NAME. Unchanged files are skipped, changed ones replaced. "
+        "Exit code 1 when a file could not be ingested (the others still are).",
     )
     ingest.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
     ingest.add_argument("--namespace", "-N", default="docs", metavar="NAME", help="knowledge base (default: docs)")

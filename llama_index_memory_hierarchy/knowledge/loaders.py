@@ -3,7 +3,8 @@
 Files are read through ``SimpleDirectoryReader.load_file`` with a file-extractor map:
 LlamaIndex's own ``PDFReader`` (pypdf, one document per page with ``page_label``) and a
 few readers defined here that keep document structure as Markdown, so that the heading
-chunker can cite headings for every format:
+chunker can cite headings for every format (PDF and DOCX need the ``docs`` extra, imported
+only when such a file is read; without it their error names the extra):
 
 * Markdown and text: read verbatim (UTF-8; a binary file is refused, not decoded to noise);
 * DOCX: ``python-docx`` paragraphs with ``Heading N`` styles become ``#`` headings, tables
@@ -70,6 +71,15 @@ def _doc(text: str, extra_info: dict[str, Any] | None, **metadata: Any) -> Docum
     return Document(text=text, metadata={**(extra_info or {}), **metadata})
 
 
+def _needs_docs_extra(path: str | Path, kind: str, exc: ImportError) -> DocumentLoadError:
+    """The error for a PDF or DOCX file when the ``docs`` extra is not installed (names the missing package)."""
+    return DocumentLoadError(
+        path,
+        f"reading {kind} files needs the 'docs' extra ({exc.name or exc} is missing): "
+        "pip install 'llama-index-memory-hierarchy[docs]'",
+    )
+
+
 class TextFileReader(BaseReader):
     """Markdown or plain text, verbatim (headings stay for the chunker)."""
 
@@ -126,8 +136,10 @@ class DocxStructuredReader(BaseReader):
         try:
             import docx  # python-docx
         except ImportError:  # fall back to LlamaIndex's reader (docx2txt, no headings)
-            from llama_index.readers.file import DocxReader
-
+            try:
+                from llama_index.readers.file import DocxReader
+            except ImportError as exc:
+                raise _needs_docs_extra(file, "DOCX", exc) from exc
             return DocxReader().load_data(Path(file), extra_info=extra_info)
         document = docx.Document(str(file))
         parts: list[tuple[int, str]] = []  # (heading level or 0, text); -1 marks the document title
@@ -260,7 +272,11 @@ class PDFTextReader(BaseReader):
     """LlamaIndex's ``PDFReader`` (pypdf, a document per page), refusing PDFs with no text layer."""
 
     def load_data(self, file: Path, extra_info: dict[str, Any] | None = None, **_: Any) -> list[Document]:
-        from llama_index.readers.file import PDFReader
+        try:
+            import pypdf  # noqa: F401  (PDFReader imports it only when reading)
+            from llama_index.readers.file import PDFReader
+        except ImportError as exc:
+            raise _needs_docs_extra(file, "PDF", exc) from exc
 
         _read_bytes(Path(file))  # size bound
         docs = PDFReader(return_full_document=False).load_data(Path(file), extra_info=extra_info)

@@ -1,6 +1,6 @@
 """Perception support: modality detection, media metadata, perceptual hashes, file storage, encoders.
 
-Heavy libraries (Pillow, soundfile, PyAV, imagehash) are imported inside the functions that
+Heavy libraries (Pillow, soundfile, PyAV) are imported inside the functions that
 need them, so importing this package stays cheap.
 """
 

@@ -212,10 +212,10 @@ class AudioEncoder(Protocol):
 
 
 def read_mono(path: Path, max_seconds: float = DEFAULT_AUDIO_SECONDS) -> tuple[np.ndarray, int]:
-    """The first ``max_seconds`` of an audio file as mono float32 (soundfile, else PyAV)."""
-    import soundfile as sf
-
+    """The first ``max_seconds`` of an audio file as mono float32 (soundfile, else PyAV: the ``media`` extra)."""
     try:
+        import soundfile as sf
+
         with sf.SoundFile(str(path)) as snd:
             rate = int(snd.samplerate)
             data = snd.read(int(max_seconds * rate), dtype="float32", always_2d=True)
@@ -224,6 +224,12 @@ def read_mono(path: Path, max_seconds: float = DEFAULT_AUDIO_SECONDS) -> tuple[n
         try:
             import av
         except ImportError:
+            if isinstance(sf_exc, ImportError):
+                raise MemoryValidationError(
+                    "data_or_path",
+                    f"decoding audio {path.name!r} needs the 'media' extra: "
+                    "pip install 'llama-index-memory-hierarchy[media]'",
+                ) from sf_exc
             raise MemoryValidationError("data_or_path", f"cannot decode audio {path.name!r}: {sf_exc}") from sf_exc
         chunks: list[np.ndarray] = []
         rate = 0

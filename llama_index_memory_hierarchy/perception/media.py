@@ -4,7 +4,7 @@ Why here and not in the tier: reading a file is blocking, library-specific work 
 turn every malformed input into a :class:`MemoryValidationError` naming the file, never a
 crash. The tier calls :func:`inspect_media` off the event loop and stores the result.
 
-Readers: images with Pillow, audio with ``soundfile`` (libsndfile), video with PyAV (the
+Readers: images with Pillow, audio with ``soundfile`` (libsndfile), video with PyAV (both the
 ``media`` extra). Without PyAV, MP4/MOV/M4V/3GP metadata is read by a small pure-Python
 ISO-BMFF box parser (:func:`read_isobmff_metadata`); other video containers then keep only
 their size and format.
@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 HEAD_BYTES = 64
 #: Largest image (in pixels) decoded for a perceptual hash; larger ones are refused as likely bombs.
 MAX_IMAGE_PIXELS = 64_000_000
-#: Bits of a perceptual hash (``imagehash.phash`` with ``hash_size=8``).
+#: Bits of a perceptual hash (:func:`image_phash`, ``imagehash.phash`` with ``hash_size=8``).
 PHASH_BITS = 64
 
 
@@ -294,11 +294,29 @@ def _exif_time(image: Any) -> datetime | None:
     return when.replace(tzinfo=tz).astimezone(timezone.utc)
 
 
-def image_phash(image: Any) -> str:
-    """64-bit DCT perceptual hash (``imagehash.phash``) as 16 hex digits."""
-    import imagehash
+def _dct_matrix(size: int) -> Any:
+    """The unnormalised DCT-II as a matrix (``scipy.fftpack.dct``'s default: ``2 * sum x[n] cos(...)``)."""
+    import numpy as np
 
-    return str(imagehash.phash(image, hash_size=8))
+    k, n = np.meshgrid(np.arange(size), np.arange(size), indexing="ij")
+    return 2.0 * np.cos(np.pi * k * (2 * n + 1) / (2 * size))
+
+
+def image_phash(image: Any) -> str:
+    """64-bit DCT perceptual hash as 16 hex digits.
+
+    ``imagehash.phash(image, hash_size=8)``'s algorithm, computed with numpy so the core install needs no SciPy:
+    the 32x32 grey thumbnail's 2-D DCT, its 8x8 lowest frequencies against their median, bits in row order.
+    """
+    import numpy as np
+    from PIL import Image
+
+    side = 8 * 4
+    pixels = np.asarray(image.convert("L").resize((side, side), Image.Resampling.LANCZOS), dtype=np.float64)
+    dct = _dct_matrix(side)
+    low = np.round((dct @ pixels @ dct.T)[:8, :8], 6)  # rounding noise of a flat image is 0, as in SciPy's FFT
+    bits = (low > np.median(low)).flatten()
+    return f"{int(''.join('1' if b else '0' for b in bits), 2):016x}"
 
 
 def hamming_distance(a: str, b: str) -> int:
@@ -359,9 +377,19 @@ def read_image_metadata(path: Path, name: str) -> MediaInfo:
 
 
 def read_audio_metadata(path: Path, name: str, ext: str) -> MediaInfo:
-    """Duration, sample rate, channels and frames of an audio file (libsndfile, else PyAV)."""
-    import soundfile as sf
+    """Duration, sample rate, channels and frames of an audio file (libsndfile, else PyAV; the ``media`` extra).
 
+    With neither installed (the core install) only its size and format are kept, as for a video without PyAV.
+    """
+    try:
+        import soundfile as sf
+    except ImportError:
+        try:
+            import av
+        except ImportError:
+            logger.info("soundfile not installed: keeping only size and format of %s (pip install '...[media]')", name)
+            return MediaInfo(Modality.AUDIO, ext, mime_type(ext, Modality.AUDIO), {"reader": "none"})
+        return _read_av(path, name, Modality.AUDIO, ext)
     try:
         with sf.SoundFile(str(path)) as snd:
             frames, rate, channels = int(snd.frames), int(snd.samplerate), int(snd.channels)

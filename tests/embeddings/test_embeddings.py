@@ -260,6 +260,17 @@ def test_importing_the_package_loads_no_model_libraries() -> None:
     assert result.stdout.strip() == "[]"
 
 
+def test_hashing_vectors_are_the_ones_scikit_learn_gave() -> None:
+    """The hashing embedding dropped scikit-learn (the core install's size) and keeps its vectors: these are
+    ``HashingVectorizer``'s (words 1-2, char_wb 3-5, half weight) for 16 buckets, so stored vectors stay comparable."""
+    first = "0 0 0 -0.24433 -0.10992 -0.48866 0.35425 0.10992 0.10992 -0.35425 -0.24433 -0.10992 0.37874 -0.15891"
+    second = "-0.11036 0.11036 0.11036 0 0 -0.8767 -0.33107 0 0 -0.22071 0 0 0.11036 0 -0.11036 0.11036"
+    from_sklearn = [[float(x) for x in f"{first} 0.21983 -0.35425".split()], [float(x) for x in second.split()]]
+    vectors = HashingEmbedding(dim=16).get_text_embedding_batch(["Tea at noon, tea at night!", "我喜欢喝绿茶。"])
+    assert np.allclose(vectors, from_sklearn, atol=1e-5)
+    assert HashingEmbedding(dim=16).get_text_embedding("  ") == [0.0] * 16
+
+
 async def test_concurrent_queries_for_one_text_share_one_model_call() -> None:
     import asyncio
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,18 @@ def test_docx_headings_become_markdown(doc_dir: Path) -> None:
     text = _text(doc_dir / "medical.docx")
     assert "# Medical Guide" in text and "## Frostbite" in text and "## Altitude sickness" in text
     assert "Rewarm frostbitten fingers" in text
+
+
+@pytest.mark.parametrize(("name", "missing"), [("glaciology.pdf", "pypdf"), ("medical.docx", "docx")])
+def test_pdf_and_docx_without_the_docs_extra_name_it(
+    doc_dir: Path, monkeypatch: pytest.MonkeyPatch, name: str, missing: str
+) -> None:
+    """The core install has no document readers: such a file's error says which extra to install."""
+    for module in (missing, "llama_index.readers.file"):
+        monkeypatch.setitem(sys.modules, module, None)  # as if not installed: importing it raises ImportError
+    with pytest.raises(DocumentLoadError) as caught:
+        load_file(doc_dir / name)
+    assert name in str(caught.value) and "pip install 'llama-index-memory-hierarchy[docs]'" in str(caught.value)
 
 
 def test_html_keeps_headings_drops_scripts_and_navigation(doc_dir: Path) -> None:

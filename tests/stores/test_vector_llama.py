@@ -97,3 +97,16 @@ async def test_a_search_the_store_fails_transiently_is_tried_again() -> None:
     store.failures = 3  # a store that keeps failing: the error is raised, naming the store and the cause
     with pytest.raises(StoreError, match="Error finding id"):
         await index.search(vec(0), VectorFilter(user_id="a"), 5)
+
+
+def test_a_qdrant_store_without_the_qdrant_extra_names_it(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """The core install has no qdrant-client (its default is qdrant-edge): asking for Qdrant names the extra."""
+    import sys
+
+    from llama_index_memory_hierarchy.stores.vector import qdrant_vector_index
+
+    for module in ("qdrant_client", "llama_index.vector_stores.qdrant"):
+        monkeypatch.setitem(sys.modules, module, None)  # as if not installed: importing it raises ImportError
+    for where in ({"url": "http://127.0.0.1:6333"}, {"path": str(tmp_path / "qdrant")}):
+        with pytest.raises(StoreError, match=r"pip install 'llama-index-memory-hierarchy\[qdrant\]'"):
+            qdrant_vector_index("text-8", DIM, **where)

@@ -461,7 +461,13 @@ def qdrant_vector_index(
         raise MemoryValidationError(
             "qdrant_url", f"give exactly one of url, path or client for a Qdrant vector index (got {given or 'none'})"
         )
-    from llama_index.vector_stores.qdrant import QdrantVectorStore
+    try:
+        from llama_index.vector_stores.qdrant import QdrantVectorStore
+    except ImportError as exc:
+        raise StoreError(
+            f"a Qdrant vector store needs the 'qdrant' extra ({exc.name or exc} is missing): "
+            "pip install 'llama-index-memory-hierarchy[qdrant]'"
+        ) from exc
 
     name = f"{collection_prefix}_{space}"
     on_close: Callable[[], Any] | None = None
