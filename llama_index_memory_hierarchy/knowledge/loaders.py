@@ -346,6 +346,20 @@ def discover(
     return files, errors
 
 
+class _NoReadersFileWarning(logging.Filter):
+    """Drops LlamaIndex's warning that ``llama-index-readers-file`` is missing, logged on every file load.
+
+    Every suffix read here has its reader in ``file_extractor``; a PDF or DOCX without the ``docs`` extra gets an
+    error that names the extra instead.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "llama-index-readers-file` package not found" not in record.getMessage()
+
+
+_QUIET = _NoReadersFileWarning()
+
+
 def load_file(path: str | Path, file_extractor: dict[str, BaseReader] | None = None) -> list[Document]:
     """Documents of one file (several for a paged PDF), with LlamaIndex's file metadata.
 
@@ -361,6 +375,8 @@ def load_file(path: str | Path, file_extractor: dict[str, BaseReader] | None = N
     if suffix not in extractor:
         supported = ", ".join(sorted(extractor))
         raise DocumentLoadError(path, f"unsupported file type {suffix or '(no extension)'!r}; supported: {supported}")
+    quiet = logging.getLogger("llama_index.core.readers.file.base")
+    quiet.addFilter(_QUIET)  # once: a logger keeps one copy of a filter
     try:
         docs = SimpleDirectoryReader.load_file(
             path, file_metadata=default_file_metadata_func, file_extractor=extractor, raise_on_error=True

@@ -53,6 +53,17 @@ def test_pdf_and_docx_without_the_docs_extra_name_it(
     assert name in str(caught.value) and "pip install 'llama-index-memory-hierarchy[docs]'" in str(caught.value)
 
 
+def test_a_text_file_without_the_docs_extra_loads_without_a_warning(
+    doc_dir: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """LlamaIndex warns on every load that llama-index-readers-file is missing; every format read here has its own
+    reader, so the core install's loads stay quiet."""
+    monkeypatch.setitem(sys.modules, "llama_index.readers.file", None)
+    with caplog.at_level("WARNING"):
+        assert "sourdough bread" in _text(doc_dir / "kitchen.txt")
+    assert not [r for r in caplog.records if "readers-file" in r.getMessage()]
+
+
 def test_html_keeps_headings_drops_scripts_and_navigation(doc_dir: Path) -> None:
     text = _text(doc_dir / "survey.html")
     assert "# Penguin survey" in text and "## Survey equipment" in text and "thermal camera" in text
