@@ -234,6 +234,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
             config=self.config,
             delete=self._adelete,
             search=self._asearch_tier,
+            forget=self._aforget_tier,
             on_evict=self._aon_evict,
             **self._tier_options,
         )
@@ -261,6 +262,11 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
     ) -> list[MemoryItem]:
         """A tier's retrieval: the cross-tier search restricted to that tier (one scorer for every read path)."""
         return await asearch(self, query, limit, memory_types=[memory_type], **filters)
+
+    async def _aforget_tier(self, memory_type: MemoryType, strategy: str, dry_run: bool, **params: Any) -> int:
+        """A tier's forgetting: the memory's forgetting restricted to that tier (one implementation)."""
+        report = await self._manager.forgetter.arun(strategy, [memory_type], dry_run=dry_run, **params)
+        return report.total
 
     async def _aon_evict(self, items: list[MemoryItem]) -> None:
         """Working memory evicted ``items``: the ones that matter and are not durable yet move to episodic."""

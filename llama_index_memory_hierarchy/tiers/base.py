@@ -33,6 +33,9 @@ FORGET_STRATEGIES = ("importance_based", "time_based", "capacity_based", "decay"
 #: The cross-tier search restricted to one tier: ``(query, limit, **filters)`` -> the ranked memories
 #: (``retrieval.search.CrossTierSearch``; the tier set wires it, see :meth:`MemoryTier.search_through`).
 TierSearch = Callable[..., Awaitable[list[MemoryItem]]]
+#: The memory's forgetting restricted to one tier: ``(strategy, dry_run, **params)`` -> how many (would) go
+#: (``lifecycle.forgetting.Forgetter``; the tier set wires it, see :meth:`MemoryTier.forget_through`).
+TierForget = Callable[..., Awaitable[int]]
 
 
 class MemoryTier(RuntimeBound, ABC):
@@ -50,6 +53,7 @@ class MemoryTier(RuntimeBound, ABC):
         self.session_id = None if session_id is None else validate_identifier(session_id, "session_id")
         self._runtime = runtime
         self._search: TierSearch | None = None
+        self._forget: TierForget | None = None
 
     def search_through(self, search: TierSearch) -> None:
         """Retrieve through ``search``: the memory's cross-tier search restricted to this tier.
@@ -58,6 +62,11 @@ class MemoryTier(RuntimeBound, ABC):
         the same scores for the same memories; the search lives above the tiers and is handed down.
         """
         self._search = search
+
+    def forget_through(self, forget: TierForget) -> None:
+        """Forget through ``forget``: the memory's forgetting restricted to this tier (one implementation, with
+        its defaults, validation, report and log, whichever door is used)."""
+        self._forget = forget
 
     @property
     def runtime(self) -> Runtime:
@@ -127,9 +136,15 @@ class MemoryTier(RuntimeBound, ABC):
     async def aget_stats(self) -> dict[str, Any]:
         """At least ``count`` (this user only)."""
 
-    @abstractmethod
     async def aforget(self, strategy: str = "importance_based", *, dry_run: bool = False, **kwargs: Any) -> int:
-        """Forget memories by ``strategy`` (never pinned ones); return how many (would) go."""
+        """Forget memories of this tier by ``strategy`` (never pinned ones); return how many (would) go: the
+        memory's forgetting (``HierarchicalMemory.forget``, its strategies and parameters) restricted to this tier."""
+        if self._forget is None:
+            raise MemoryHierarchyError(
+                f"this {self.memory_type.value} tier has no forgetting: forget through a tier of a HierarchicalMemory "
+                f"(memory.{self.memory_type.value}.forget) or memory.manager.forget(..., memory_types=[...])"
+            )
+        return await self._forget(strategy, dry_run, **kwargs)
 
     # ----------------------------------------------------------------- sync twins
     def add(self, item_or_text: MemoryItem | str, **kwargs: Any) -> str:
@@ -245,12 +260,3 @@ class MemoryTier(RuntimeBound, ABC):
     def check_id(memory_id: Any) -> str:
         """Validate a memory id argument."""
         return validate_memory_id(memory_id)
-
-    @staticmethod
-    def check_strategy(strategy: str) -> str:
-        """Validate a forgetting strategy name."""
-        if strategy not in FORGET_STRATEGIES:
-            raise MemoryValidationError(
-                "strategy", f"unknown {strategy!r}; choose one of {', '.join(FORGET_STRATEGIES)}"
-            )
-        return strategy

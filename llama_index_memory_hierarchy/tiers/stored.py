@@ -18,14 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llama_index_memory_hierarchy.ranking.fusion import recency
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE, Record
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
 from llama_index_memory_hierarchy.types import (
     MemoryFilter,
     MemoryItem,
-    as_utc,
-    utcnow,
 )
 
 if TYPE_CHECKING:
@@ -235,40 +232,3 @@ class StoredTier(MemoryTier):
             "first_timestamp": first[0].timestamp.isoformat() if first else None,
             "last_timestamp": last[0].timestamp.isoformat() if last else None,
         }
-
-    # ------------------------------------------------------------------ forgetting
-    async def aforget(self, strategy: str = "importance_based", *, dry_run: bool = False, **kwargs: Any) -> int:
-        """Forget this user's unpinned memories of this tier.
-
-        ``importance_based``: importance < ``threshold`` (0.3). ``time_based``: event older
-        than ``older_than`` seconds (30 days) or ``before`` a datetime. ``capacity_based``:
-        keep the ``keep`` (1000) highest by importance then recency. ``decay``: importance
-        times recency (half-life ``half_life_hours``) < ``threshold`` (0.05).
-        """
-        self.check_strategy(strategy)
-        items = [i for i in await self.aquery() if not i.pinned]
-        now = utcnow()
-        if strategy == "importance_based":
-            threshold = float(kwargs.get("threshold", 0.3))
-            doomed = [i for i in items if i.importance < threshold]
-        elif strategy == "time_based":
-            before = kwargs.get("before")
-            cutoff = as_utc(before, "before") if before is not None else None
-            older_than = float(kwargs.get("older_than", 30 * 86400))
-            doomed = [
-                i
-                for i in items
-                if (i.timestamp < cutoff if cutoff else (now - i.timestamp).total_seconds() > older_than)
-            ]
-        elif strategy == "capacity_based":
-            keep = int(kwargs.get("keep", 1000))
-            pinned = await self.context.records.count(self.user_id, memory_type=self.memory_type) - len(items)
-            ranked = sorted(items, key=lambda i: (i.importance, i.timestamp), reverse=True)
-            doomed = ranked[max(keep - pinned, 0) :]
-        else:
-            half_life = float(kwargs.get("half_life_hours", self.config.recency_half_life_hours))
-            threshold = float(kwargs.get("threshold", 0.05))
-            doomed = [i for i in items if i.importance * recency(i.timestamp, now, half_life) < threshold]
-        if not dry_run and doomed:
-            await self._adelete([i.id for i in doomed])
-        return len(doomed)

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 Deleter = Callable[[MemoryType, Sequence[str], MemoryTier | None], Awaitable[list[str]]]
 #: The owner's cross-tier search restricted to tiers: ``(tier type, query, limit, **filters)`` -> ranked memories.
 Searcher = Callable[..., Awaitable[list[MemoryItem]]]
+#: The owner's forgetting restricted to tiers: ``(tier type, strategy, dry_run, **params)`` -> how many (would) go.
+Forgetting = Callable[..., Awaitable[int]]
 T = TypeVar("T", bound=MemoryTier)
 Stored = TypeVar("Stored", bound=StoredTier)
 
@@ -47,9 +49,10 @@ class TierSet:
     ``perception_settings`` tune those two tiers, ``procedural_settings``
     the procedural one (default: their defaults). ``delete`` routes every
     tier's removals through the owner's deletion path; ``search`` is every tier's retrieval (the
-    owner's cross-tier search restricted to that tier); ``on_evict`` receives what working
+    owner's cross-tier search restricted to that tier), ``forget`` its forgetting (the owner's, restricted to
+    that tier); ``on_evict`` receives what working
     memory evicts. Without them a tier deletes its own records (with the cascade), retrieves
-    nothing (its ``retrieve`` says so) and evicted items are dropped.
+    and forgets nothing (its ``retrieve`` and ``forget`` say so) and evicted items are dropped.
     """
 
     def __init__(
@@ -67,6 +70,7 @@ class TierSet:
         procedural_settings: ProceduralSettings | None = None,
         delete: Deleter | None = None,
         search: Searcher | None = None,
+        forget: Forgetting | None = None,
         on_evict: EvictionHandler | None = None,
     ) -> None:
         self.context = context
@@ -81,6 +85,7 @@ class TierSet:
         self._procedural_settings = procedural_settings
         self._delete = delete
         self._search = search
+        self._forget = forget
         self._on_evict = on_evict
 
     # ------------------------------------------------------------------ the tiers
@@ -162,6 +167,8 @@ class TierSet:
     def _searched(self, tier: T) -> T:
         if self._search is not None:
             tier.search_through(functools.partial(self._search, tier.memory_type))
+        if self._forget is not None:
+            tier.forget_through(functools.partial(self._forget, tier.memory_type))
         return tier
 
     def _routed(self, tier: Stored) -> Stored:

@@ -295,28 +295,3 @@ class WorkingMemory(MemoryTier):
                 "token_budget": self.config.working_token_budget,
                 "pinned": sum(1 for s in self._slots.values() if s.item.pinned),
             }
-
-    async def aforget(self, strategy: str = "importance_based", *, dry_run: bool = False, **kwargs: Any) -> int:
-        """Forget by strategy: ``threshold`` (importance/decay), ``older_than`` seconds (time),
-        ``keep`` items (capacity). Pinned items always stay."""
-        self.check_strategy(strategy)
-        now = utcnow()
-        with self._lock:
-            items = [s.item for s in self._slots.values() if not s.item.pinned]
-            if strategy == "importance_based":
-                threshold = float(kwargs.get("threshold", 0.3))
-                doomed = [i for i in items if i.importance < threshold]
-            elif strategy == "decay":
-                threshold = float(kwargs.get("threshold", 0.1))
-                doomed = [i for i in items if self.priority(i, now) < threshold]
-            elif strategy == "time_based":
-                older_than = float(kwargs.get("older_than", self.config.working_ttl_seconds))
-                doomed = [i for i in items if (now - i.timestamp).total_seconds() > older_than]
-            else:
-                keep = int(kwargs.get("keep", self.config.working_capacity // 2))
-                ranked = sorted(items, key=lambda i: self.priority(i, now), reverse=True)
-                doomed = ranked[max(keep - (len(self._slots) - len(items)), 0) :]
-            if not dry_run:
-                for item in doomed:
-                    self._drop(item.id)
-        return len(doomed)

@@ -124,11 +124,11 @@ def test_update_remove_clear() -> None:
     assert memory.clear() == 1
 
 
-def test_forget_strategies_with_dry_run_and_pins() -> None:
-    memory = working()
+def test_forget_strategies_with_dry_run_and_pins(make_memory) -> None:
+    memory = make_memory().working  # a tier forgets through its memory's forgetting (a working tier alone cannot)
     low = memory.add("low", importance=0.1)
     memory.add("high", importance=0.9)
-    get_runtime().run(memory.apin(low))
+    memory.pin(low)
     assert memory.forget("importance_based", threshold=0.5, dry_run=True) == 0
     memory.add("low two", importance=0.1)
     assert memory.forget("importance_based", threshold=0.5, dry_run=True) == 1
@@ -137,6 +137,8 @@ def test_forget_strategies_with_dry_run_and_pins() -> None:
     assert memory.forget("capacity_based", keep=1) == 1  # the pinned one counts toward what is kept
     with pytest.raises(MemoryValidationError, match="strategy"):
         memory.forget("random")
+    with pytest.raises(MemoryHierarchyError, match=r"memory\.working\.forget"):
+        working().forget("importance_based")
 
 
 def test_bad_input_names_the_field() -> None:
