@@ -28,10 +28,10 @@ _EXPORTS: dict[str, str] = {
     "ForgottenItem": "llama_index_memory_hierarchy.lifecycle.forgetting",
     "ErasureReport": "llama_index_memory_hierarchy.lifecycle.erasure",
     "aerase_user": "llama_index_memory_hierarchy.lifecycle.erasure",
-    "ExportReport": "llama_index_memory_hierarchy.lifecycle.portability",
-    "ImportReport": "llama_index_memory_hierarchy.lifecycle.portability",
+    "ExportReport": "llama_index_memory_hierarchy.lifecycle.export_format",
+    "ImportReport": "llama_index_memory_hierarchy.lifecycle.export_format",
     "aexport_user": "llama_index_memory_hierarchy.lifecycle.portability",
-    "aimport_user": "llama_index_memory_hierarchy.lifecycle.portability",
+    "aimport_user": "llama_index_memory_hierarchy.lifecycle.user_import",
     "UserProfile": "llama_index_memory_hierarchy.lifecycle.profile",
     "ProfileEntry": "llama_index_memory_hierarchy.lifecycle.profile",
     "ProfileMemoryBlock": "llama_index_memory_hierarchy.lifecycle.profile",
@@ -70,6 +70,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index_memory_hierarchy.lifecycle.consolidation import ConsolidationReport
     from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
     from llama_index_memory_hierarchy.lifecycle.erasure import ErasureReport, aerase_user
+    from llama_index_memory_hierarchy.lifecycle.export_format import ExportReport, ImportReport
     from llama_index_memory_hierarchy.lifecycle.forgetting import ForgetReport, ForgottenItem, TierForgetReport
     from llama_index_memory_hierarchy.lifecycle.importance import (
         IMPORTANCE_PROMPT,
@@ -77,17 +78,13 @@ if TYPE_CHECKING:  # pragma: no cover
         effective_importance,
     )
     from llama_index_memory_hierarchy.lifecycle.manager import MemoryManager
-    from llama_index_memory_hierarchy.lifecycle.portability import (
-        ExportReport,
-        ImportReport,
-        aexport_user,
-        aimport_user,
-    )
+    from llama_index_memory_hierarchy.lifecycle.portability import aexport_user
     from llama_index_memory_hierarchy.lifecycle.profile import ProfileEntry, ProfileMemoryBlock, UserProfile
     from llama_index_memory_hierarchy.lifecycle.reflection import ReflectionReport
     from llama_index_memory_hierarchy.lifecycle.routing import HeuristicRouter, RoutingDecision
     from llama_index_memory_hierarchy.lifecycle.sessions import live_memories
     from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
+    from llama_index_memory_hierarchy.lifecycle.user_import import aimport_user
 
 
 def __getattr__(name: str) -> Any:

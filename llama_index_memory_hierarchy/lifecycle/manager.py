@@ -33,25 +33,22 @@ from llama_index_memory_hierarchy.lifecycle.consolidation import ConsolidationRe
 from llama_index_memory_hierarchy.lifecycle.deletion import DeletionReport, adelete_memories
 from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
 from llama_index_memory_hierarchy.lifecycle.erasure import ErasureReport, aerase_user
+from llama_index_memory_hierarchy.lifecycle.export_format import ExportReport, ImportReport
 from llama_index_memory_hierarchy.lifecycle.forgetting import ForgetReport, Forgetter
 from llama_index_memory_hierarchy.lifecycle.importance import (
     ImportanceEstimator,
     aestimate_importance,
     effective_importance,
 )
-from llama_index_memory_hierarchy.lifecycle.portability import (
-    ExportReport,
-    ImportReport,
-    aexport_session,
-    aexport_user,
-    aimport_user,
-)
+from llama_index_memory_hierarchy.lifecycle.portability import aexport_user
 from llama_index_memory_hierarchy.lifecycle.profile import ProfileBuilder, ProfileMemoryBlock, UserProfile
 from llama_index_memory_hierarchy.lifecycle.reflection import ReflectionReport, Reflector
 from llama_index_memory_hierarchy.lifecycle.routing import HeuristicRouter, RoutingDecision, aroute, is_media
+from llama_index_memory_hierarchy.lifecycle.session_export import aexport_session
 from llama_index_memory_hierarchy.lifecycle.sessions import register, track_background, unregister
 from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
 from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
+from llama_index_memory_hierarchy.lifecycle.user_import import aimport_user
 from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
 from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.types import (
