@@ -84,11 +84,11 @@ def run_mcp(args: argparse.Namespace, out: Output) -> int:
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     try:
         with contextlib.redirect_stdout(sys.stderr):
-            server = build_server(service, tokens)
             if args.http:  # listening means ready
                 service.warm_up()
             else:  # a stdio client waits for initialize: answer it while the stores open and the model loads
                 service.warm_up_in_background()
+            server = build_server(service, tokens)
         if args.http:
             _serve_http(server, args, out, len(tokens or ()))
         else:

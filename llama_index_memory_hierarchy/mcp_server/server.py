@@ -164,6 +164,9 @@ class MemoryService:
         """The hierarchy of ``user_id`` (one per user for the server's life, sharing the stores)."""
         from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
 
+        warming = self._warming
+        if warming is not None and warming is not threading.current_thread():
+            warming.join()  # a first call beside the warm-up would measure the calibration twice, on the same CPUs
         with self._lock:
             if self._closed:
                 raise MemoryHierarchyError("the server is shutting down")
