@@ -24,9 +24,9 @@ from collections.abc import Coroutine, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.lifecycle import browse
+from llama_index_memory_hierarchy.lifecycle.adding import MemoryAdder
 from llama_index_memory_hierarchy.lifecycle.browse import MemoryPage, MemoryRelations
 from llama_index_memory_hierarchy.lifecycle.compression import ConversationCompressor
 from llama_index_memory_hierarchy.lifecycle.consolidation import ConsolidationReport, Consolidator
@@ -37,13 +37,12 @@ from llama_index_memory_hierarchy.lifecycle.export_format import ExportReport, I
 from llama_index_memory_hierarchy.lifecycle.forgetting import ForgetReport, Forgetter
 from llama_index_memory_hierarchy.lifecycle.importance import (
     ImportanceEstimator,
-    aestimate_importance,
     effective_importance,
 )
 from llama_index_memory_hierarchy.lifecycle.portability import aexport_user
 from llama_index_memory_hierarchy.lifecycle.profile import ProfileBuilder, ProfileMemoryBlock, UserProfile
 from llama_index_memory_hierarchy.lifecycle.reflection import ReflectionReport, Reflector
-from llama_index_memory_hierarchy.lifecycle.routing import HeuristicRouter, RoutingDecision, aroute, is_media
+from llama_index_memory_hierarchy.lifecycle.routing import HeuristicRouter, RoutingDecision
 from llama_index_memory_hierarchy.lifecycle.session_export import aexport_session
 from llama_index_memory_hierarchy.lifecycle.sessions import register, track_background, unregister
 from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
@@ -56,7 +55,6 @@ from llama_index_memory_hierarchy.types import (
     MemoryType,
     validate_content,
     validate_identifier,
-    validate_importance,
     validate_memory_id,
 )
 
@@ -74,6 +72,7 @@ class MemoryManager(RuntimeBound):
         self.deps = deps
         self.estimator = ImportanceEstimator()
         self.router = HeuristicRouter()
+        self.adder = MemoryAdder(deps, self.router, self.estimator)
         self.reflector = Reflector(deps)
         self.consolidator = Consolidator(deps, self.reflector, self.estimator)
         self.compressor = ConversationCompressor(deps, self.estimator)
@@ -133,27 +132,19 @@ class MemoryManager(RuntimeBound):
     # ------------------------------------------------------------------ routing and importance
     async def aclassify(self, content: Any) -> RoutingDecision:
         """Which tier ``content`` belongs in (LLM when configured and ``llm_routing``, else heuristics)."""
-        return await self._aclassify(content)
+        return await self.adder.aclassify(content)
 
     def classify(self, content: Any) -> RoutingDecision:
         """Sync twin of :meth:`aclassify`."""
         return self.blocking(self.aclassify(content))
 
-    async def _aclassify(self, content: Any) -> RoutingDecision:
-        llm = self.llm() if self.settings.llm_routing else None
-        return await aroute(content, llm=llm, router=self.router)
-
     async def aestimate_importance(self, text: str) -> float:
         """Importance of ``text`` in [0, 1]: the LLM's 1-10 rating when configured, else the offline estimate."""
-        return (await self._aestimate(validate_content(text, "text")))[0]
+        return (await self.adder.aestimate(validate_content(text, "text")))[0]
 
     def estimate_importance(self, text: str) -> float:
         """Sync twin of :meth:`aestimate_importance`."""
         return self.blocking(self.aestimate_importance(text))
-
-    async def _aestimate(self, text: str) -> tuple[float, str]:
-        llm = self.llm() if self.settings.llm_importance else None
-        return await aestimate_importance(text, llm=llm, estimator=self.estimator)
 
     def effective_importance(self, item: MemoryItem) -> float:
         """Importance reinforced by access (what forgetting and ranking use)."""
@@ -180,8 +171,17 @@ class MemoryManager(RuntimeBound):
         ``content`` is text, or (perceptual) bytes, a path, a file object or an image.
         ``importance`` defaults to the estimate (LLM rating when configured, else offline).
         """
-        return await self._aadd_memory(
-            content, memory_type, importance, metadata, timestamp, session_id, pinned, dedupe, caption, modality
+        return await self.adder.aadd(
+            content,
+            memory_type,
+            importance,
+            metadata=metadata,
+            timestamp=timestamp,
+            session_id=session_id,
+            pinned=pinned,
+            dedupe=dedupe,
+            caption=caption,
+            modality=modality,
         )
 
     def add_memory(
@@ -189,63 +189,6 @@ class MemoryManager(RuntimeBound):
     ) -> str:
         """Sync twin of :meth:`aadd_memory`."""
         return self.blocking(self.aadd_memory(content, memory_type, importance, **kwargs))
-
-    async def _aadd_memory(
-        self,
-        content: Any,
-        memory_type: MemoryType | str | None,
-        importance: float | None,
-        metadata: dict[str, Any] | None,
-        timestamp: datetime | str | float | None,
-        session_id: str | None,
-        pinned: bool,
-        dedupe: bool,
-        caption: str | None,
-        modality: str | None,
-    ) -> str:
-        media = is_media(content)
-        if not media:
-            content = validate_content(content, "content")
-        if importance is not None:
-            importance = validate_importance(importance)
-        if memory_type is not None:
-            try:
-                decision = RoutingDecision(memory_type=MemoryType(memory_type), method="caller")
-            except ValueError:
-                raise MemoryValidationError(
-                    "memory_type", f"unknown {memory_type!r}; choose from {', '.join(t.value for t in MemoryType)}"
-                ) from None
-        else:
-            decision = await self._aclassify(content)
-        kind = decision.memory_type
-        if media and kind is not MemoryType.PERCEPTUAL:
-            raise MemoryValidationError("content", f"a file or raw media cannot go to {kind.value} memory")
-        text = caption if media else content
-        importance_by = "caller"
-        if importance is None and text:
-            importance, importance_by = await self._aestimate(text)
-        meta = dict(metadata or {})
-        meta["lifecycle"] = {"routed_by": decision.method, "importance_by": importance_by if text else "default"}
-        common: dict[str, Any] = {
-            "timestamp": timestamp,
-            "importance": importance,
-            "metadata": meta,
-            "session_id": session_id,
-        }
-        tier: Any = self.deps.tiers.tier(kind)
-        if kind is MemoryType.PERCEPTUAL and media:
-            memory_id = await tier.aadd_perception(content, modality, caption=caption, **common)
-        elif kind is MemoryType.PERCEPTUAL and modality:
-            memory_id = await tier.aadd(
-                content, **{**common, "metadata": {**meta, "modality": modality}}, dedupe=dedupe
-            )
-        else:
-            memory_id = await tier.aadd(content, **common, dedupe=dedupe)
-        if pinned:
-            await tier.apin(memory_id)
-        self.invalidate()
-        logger.debug("memory %s -> %s (%s)", memory_id, kind.value, decision.method)
-        return memory_id
 
     # ------------------------------------------------------------------ retrieval
     @traced("retrieve")
