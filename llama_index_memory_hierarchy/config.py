@@ -132,9 +132,6 @@ class MemoryConfig(BaseModel):
     retrieval_top_k: int = Field(default=5, ge=1, le=1000)
     candidate_multiplier: int = Field(default=4, ge=1, le=50, description="Candidates per result fetched per signal.")
     rrf_k: int = Field(default=60, ge=1)
-    relevance_weight: float = Field(default=1.0, ge=0)
-    recency_weight: float = Field(default=0.1, ge=0)
-    importance_weight: float = Field(default=0.1, ge=0)
     recency_half_life_hours: float = Field(default=24.0 * 7, gt=0)
 
     # --- the chat history that get() returns --------------------------------------------------------

@@ -50,6 +50,9 @@ class RankingSettings(BaseModel):
         description="Share of a keyword hit's score its neighbours' words alone can earn it (the rest by the "
         "query's terms in its own text); 1 switches the conversation rules off.",
     )
+    relevance_weight: float = Field(default=1.0, ge=0, description="Share of relevance in the score.")
+    recency_weight: float = Field(default=0.1, ge=0, description="Share of recency (from the event time).")
+    importance_weight: float = Field(default=0.1, ge=0, description="Share of the memory's importance.")
     content_free_factor: float = Field(default=0.5, ge=0, le=1, description="Share a content-free memory keeps.")
     history_factor: float = Field(default=0.5, ge=0, le=1, description="Weight of a superseded fact.")
     conversation_weight: float = Field(

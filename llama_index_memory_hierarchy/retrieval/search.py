@@ -461,7 +461,6 @@ class CrossTierSearch(RuntimeBound):
         settings: RankingSettings,
         min_score: float | None = None,
     ) -> list[MemoryItem]:
-        config = self.memory.config
         graph_weight = settings.entity_weight * settings.graph_weight * self._graph_weight()
         names = {s for c in candidates if (s := speaker_of(c.item))}
         named = mentioned_names(query.context, names) if names else set()
@@ -506,11 +505,11 @@ class CrossTierSearch(RuntimeBound):
             "graph": base * graph,
         }
         best = float(sum(relevance.values()).max()) or 1.0
-        total = (config.relevance_weight + config.recency_weight + config.importance_weight) or 1.0
-        relevance_scale = config.relevance_weight / (best * total)
+        total = (settings.relevance_weight + settings.recency_weight + settings.importance_weight) or 1.0
+        relevance_scale = settings.relevance_weight / (best * total)
         columns = {name: value * relevance_scale for name, value in relevance.items()}
-        columns["recency"] = config.recency_weight * np.array([c.fresh for c in candidates]) / total
-        columns["importance"] = config.importance_weight * np.array([c.item.importance for c in candidates]) / total
+        columns["recency"] = settings.recency_weight * np.array([c.fresh for c in candidates]) / total
+        columns["importance"] = settings.importance_weight * np.array([c.item.importance for c in candidates]) / total
         for name in columns:
             columns[name] = settings.weight(name) * columns[name]
         evidence = np.array([c.evidence for c in candidates])
