@@ -119,7 +119,9 @@ class OnnxEncoder(BaseEmbedding):
         feeds, mask = self._feeds([query], is_query=True)
         future: concurrent.futures.Future[np.ndarray] = concurrent.futures.Future()
 
-        def done(outputs: Any, _: Any, error: str) -> None:
+        def done(outputs: Any, _: Any, error: str, _inputs: Any = feeds) -> None:
+            # ``_inputs``: ONNX Runtime reads the feeds' numpy buffers while it runs and keeps no reference to
+            # them; held by this callback they live until it is called (freed earlier, a query came out NaN).
             try:
                 if error:
                     raise RuntimeError(f"ONNX Runtime failed to embed the query: {error}")

@@ -141,3 +141,16 @@ async def test_a_query_runs_on_onnx_runtime_own_thread_with_the_same_vector(
     assert service.cache_info()["misses"] == 1
     assert np.array_equal(await service.aembed_query(SAMPLE[0]), vector)
     assert service.cache_info()["hits"] == 1
+
+
+def test_a_query_future_keeps_its_inputs_until_the_model_has_run(onnx_e5: emb.E5OnnxEmbedding) -> None:
+    """``run_async`` reads the feeds' buffers after ``query_future`` returns and holds no reference to them: freed
+    and reused at once (arrays allocated right after), a query came out different or NaN (10 of 20 on Python 3.10,
+    where the core install's ``lmh search`` failed with 'contains NaN')."""
+    onnx_e5.build()
+    reference = np.asarray(onnx_e5.get_query_embedding(SAMPLE[1]))
+    for _ in range(20):
+        future = onnx_e5.query_future(SAMPLE[1])
+        reuse = [np.full(64, np.nan) for _ in range(200)] + [np.full(64, -1, dtype=np.int64) for _ in range(200)]
+        assert np.allclose(future.result(timeout=60), reference, atol=1e-5)
+        del reuse
