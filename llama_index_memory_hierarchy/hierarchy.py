@@ -43,6 +43,7 @@ from llama_index_memory_hierarchy.retrieval.search import CrossTierSearch, asear
 from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
 from llama_index_memory_hierarchy.session_history import CHAT_MESSAGE_KEY, Entry, SessionHistory
 from llama_index_memory_hierarchy.stores.context import StoreContext
+from llama_index_memory_hierarchy.stores.registry import Hold
 from llama_index_memory_hierarchy.text import count_tokens, truncate_to_tokens
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
 from llama_index_memory_hierarchy.tiers.episodic import EpisodicMemory
@@ -84,6 +85,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
     session_id: str = Field(description="The current conversation.")
 
     _context: StoreContext = PrivateAttr()
+    _hold: Hold = PrivateAttr()
     _tiers: TierSet = PrivateAttr()
     _tier_options: dict[str, Any] = PrivateAttr(default_factory=dict)
     _llm: Any = PrivateAttr(default=None)
@@ -227,6 +229,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
 
     def _attach(self, context: StoreContext, lifecycle: LifecycleSettings | None = None) -> None:
         self._context = context
+        self._hold = Hold(context, self)
         self._tiers = TierSet(
             context,
             user_id=self.user_id,
@@ -616,7 +619,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         if not self._closed:
             self._closed = True
             self._manager.close()
-            self._context.release()
+            self._hold.release()
 
     def __enter__(self) -> HierarchicalMemory:
         return self

@@ -24,6 +24,7 @@ from llama_index_memory_hierarchy.knowledge.loaders import default_file_extracto
 from llama_index_memory_hierarchy.knowledge.manifest import RESERVED_KEYS, DocumentInfo, amanifest
 from llama_index_memory_hierarchy.knowledge.scope import KnowledgeScope, kb_namespace
 from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
+from llama_index_memory_hierarchy.stores.registry import Hold
 from llama_index_memory_hierarchy.types import MemoryFilter, validate_content, validate_identifier, validate_metadata
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -65,7 +66,7 @@ class KnowledgeBase(RuntimeBound):
         self.file_extractor = file_extractor if file_extractor is not None else default_file_extractor()
         self.llm = llm
         self._ingestor = Ingestor(self.scope, self.splitter, self.file_extractor, show_progress)
-        self._owns_context = owns_context
+        self._hold = Hold(context, self) if owns_context else None
         self._closed = False
 
     # ------------------------------------------------------------------ construction
@@ -133,8 +134,8 @@ class KnowledgeBase(RuntimeBound):
         """Release the shared stores (the last holder closes them)."""
         if not self._closed:
             self._closed = True
-            if self._owns_context:
-                self.context.release()
+            if self._hold is not None:
+                self._hold.release()
 
     def __enter__(self) -> KnowledgeBase:
         return self

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Callable, Hashable
 from typing import Generic, Protocol, TypeVar
 
@@ -26,6 +27,12 @@ class Counted(Protocol):
 
     @property
     def forked(self) -> bool: ...
+
+
+class Releasable(Protocol):
+    """A context one reference of which can be dropped."""
+
+    def release(self) -> None: ...
 
 
 C = TypeVar("C", bound=Counted)
@@ -85,3 +92,26 @@ class ContextRegistry(Generic[C]):
         self._open = {}
         self._closing = {}
         self._lock = threading.Lock()
+
+
+class Hold:
+    """One reference to a context held for ``owner``: dropped by :meth:`release`, or once ``owner`` is collected.
+
+    Why: a memory dropped without ``close()`` kept its context (reader threads, folder lock, connections)
+    open for the life of the process. The collector may run on any thread, the store runtime's own among
+    them, which closing needs; so a collected owner's reference is dropped on a short-lived thread.
+    """
+
+    def __init__(self, context: Releasable, owner: object) -> None:
+        self._context = context
+        self._finalizer = weakref.finalize(owner, _release_in_thread, context)
+        self._finalizer.atexit = False  # at exit the runtime stops; nothing is left to release on
+
+    def release(self) -> None:
+        """Drop the reference now (idempotent; what the owner's ``close()`` calls)."""
+        if self._finalizer.detach() is not None:
+            self._context.release()
+
+
+def _release_in_thread(context: Releasable) -> None:
+    threading.Thread(target=context.release, name="lmh-release-collected", daemon=True).start()
