@@ -434,11 +434,15 @@ class RagToolSpec(BaseToolSpec):
     async def asearch_documents(self, query: str, limit: int = 5) -> str:
         """Async twin of :meth:`search_documents`."""
         try:
-            query, limit = self._check(query, limit)
-            nodes = await self.retriever.aretrieve_with(query, similarity_top_k=limit)
+            query, nodes = await self.asearch_passages(query, limit)
         except MemoryHierarchyError as exc:
             return f"Error: {exc}"
-        return self._format_nodes(query, nodes)
+        return self.format_passages(query, nodes)
+
+    async def asearch_passages(self, query: str, limit: int = 5) -> tuple[str, list[Any]]:
+        """The checked query and its passages (``NodeWithScore``, best first); bad input raises, naming the field."""
+        query, limit = self._check(query, limit)
+        return query, await self.retriever.aretrieve_with(query, similarity_top_k=limit)
 
     def _search_result(self, query: str, limit: int, search: Any) -> str:
         try:
@@ -446,7 +450,7 @@ class RagToolSpec(BaseToolSpec):
             nodes = search(query, limit)
         except MemoryHierarchyError as exc:
             return f"Error: {exc}"
-        return self._format_nodes(query, nodes)
+        return self.format_passages(query, nodes)
 
     @staticmethod
     def _check(query: str, limit: int) -> tuple[str, int]:
@@ -456,7 +460,8 @@ class RagToolSpec(BaseToolSpec):
         return query, limit
 
     @staticmethod
-    def _format_nodes(query: str, nodes: list[Any]) -> str:
+    def format_passages(query: str, nodes: list[Any]) -> str:
+        """Passages as the LLM reads them: each with its citation, score, chunk id and text."""
         from llama_index_memory_hierarchy.knowledge.retriever import citation, node_text
 
         if not nodes:

@@ -194,6 +194,21 @@ def tool_result(text: str, data: BaseModel) -> CallToolResult:
     )
 
 
+class Passage(BaseModel):
+    chunk_id: str = Field(description="The chunk's id in the knowledge base.")
+    source: str = Field(description="File, section and page, as cited.")
+    file: str | None = None
+    section: str | None = Field(default=None, description="The heading path of the chunk.")
+    score: float
+    text: str
+
+
+class Passages(BaseModel):
+    query: str
+    namespace: str
+    passages: list[Passage] = Field(description="Best first.")
+
+
 class DocumentsAdded(BaseModel):
     namespace: str
     added: list[str]
@@ -213,6 +228,8 @@ __all__ = [
     "MemoryPage",
     "MemoryRecord",
     "MemoryStats",
+    "Passage",
+    "Passages",
     "Profile",
     "ProfileLine",
     "RecallResult",

@@ -15,7 +15,6 @@ message, never as a crash of the server.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import threading
@@ -32,9 +31,9 @@ from pydantic import Field
 from llama_index_memory_hierarchy.errors import MemoryHierarchyError, MemoryValidationError
 from llama_index_memory_hierarchy.mcp_server.access import DocumentRoots, Principal, TokenTable
 from llama_index_memory_hierarchy.mcp_server.context_tools import profile_text, register_context_tools
+from llama_index_memory_hierarchy.mcp_server.document_tools import register_document_tools
 from llama_index_memory_hierarchy.mcp_server.instructions import register_instruction_tools
 from llama_index_memory_hierarchy.mcp_server.results import (
-    DocumentsAdded,
     Erased,
     FactHistory,
     FactVersion,
@@ -293,37 +292,6 @@ async def afact_history(memory: HierarchicalMemory, entity: str, relation: str |
         wanted = normalize_predicate(validate_content(relation, "relation"))
         facts = [f for f in facts if f.metadata.get("predicate") == wanted]
     return FactHistory(entity=name, facts=[FactVersion.of(f) for f in facts])
-
-
-async def _aingest(
-    service: MemoryService, user: str, namespace: str, paths: list[str], *, field: str
-) -> CallToolResult:
-    """Ingest ``paths`` after checking that each, and every file a folder yields, is inside the document roots."""
-    from llama_index_memory_hierarchy.knowledge.loaders import discover
-
-    roots = service.document_roots
-    real = [roots.resolve(path, field) for path in paths]
-    files, missing = await asyncio.to_thread(discover, real)
-    for file in files:  # a link inside a root may point out of it
-        roots.check(file, field)
-    if missing:
-        raise MemoryValidationError(field, f"no such file or folder: {str(missing[0].path)!r}")
-    if not files:
-        raise MemoryValidationError(field, "no files to ingest there")
-    report = await service.documents(user, namespace).knowledge_base.aadd_documents(files)
-    result = DocumentsAdded(
-        namespace=report.namespace,
-        added=report.added,
-        updated=report.updated,
-        unchanged=report.unchanged,
-        failed={e.source: e.error for e in report.failed},
-        chunks_written=report.chunks_written,
-    )
-    text = (
-        f"Knowledge base {report.namespace!r}: {len(report.added)} added, {len(report.updated)} updated, "
-        f"{len(report.unchanged)} unchanged, {len(report.failed)} failed ({report.chunks_written} chunks written)."
-    )
-    return tool_result(text + "".join(f"\nfailed: {e.source}: {e.error}" for e in report.failed), result)
 
 
 def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MCPServer:
@@ -629,85 +597,6 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
 
         return await _structured(run)
 
-    @server.tool(annotations=write)
-    async def add_document(
-        path: Annotated[str, Field(description="A file inside the server's document folders.")],
-        ctx: Context,
-        namespace: Annotated[str, Field(description="Which knowledge base (default 'docs').")] = "docs",
-        user_id: UserArg = None,
-    ) -> Annotated[CallToolResult, DocumentsAdded]:
-        """Add one file to the user's knowledge base (re-adding a changed file replaces it), for search_documents.
-
-        Only files inside the folders the server was started with (--document-root) can be read.
-
-        Example: add_document(path="manuals/router.md", namespace="manuals")
-        """
-        user = user_of(ctx, user_id)
-        return await _structured(lambda: _aingest(service, user, namespace, [path], field="path"))
-
-    @server.tool(annotations=write)
-    async def ingest_documents(
-        paths: Annotated[
-            list[str], Field(min_length=1, max_length=_MAX_FORGET, description="Files or folders to ingest.")
-        ],
-        ctx: Context,
-        namespace: Annotated[str, Field(description="Which knowledge base (default 'docs').")] = "docs",
-        user_id: UserArg = None,
-    ) -> Annotated[CallToolResult, DocumentsAdded]:
-        """Ingest files and whole folders into the user's knowledge base: new files added, changed ones
-        replaced, unchanged ones skipped.
-
-        Only paths inside the server's document folders (--document-root) are read, symlinks included.
-
-        Example: ingest_documents(paths=["manuals"], namespace="manuals")
-        """
-        user = user_of(ctx, user_id)
-        return await _structured(lambda: _aingest(service, user, namespace, paths, field="paths"))
-
-    @server.tool(annotations=read, structured_output=False)
-    async def search_documents(
-        query: Annotated[str, Field(description="What to look for in the user's documents.")],
-        ctx: Context,
-        namespace: Annotated[str, Field(description="Which knowledge base (default 'docs').")] = "docs",
-        limit: Annotated[int, Field(ge=1, le=20, description="How many passages.")] = 5,
-        user_id: UserArg = None,
-    ) -> str:
-        """Find passages in the user's own documents (their knowledge base); each with file, section and chunk id.
-
-        Use it when you need exact wording or several sources. For a direct answer with citations use
-        ask_documents.
-
-        Example: search_documents(query="refund policy for damaged items", namespace="manuals", limit=3)
-        """
-        user = user_of(ctx, user_id)
-        return await _call(lambda: service.documents(user, namespace).asearch_documents(query, limit))
-
-    @server.tool(annotations=read, structured_output=False)
-    async def ask_documents(
-        question: Annotated[str, Field(description="A complete question about the user's documents.")],
-        ctx: Context,
-        namespace: Annotated[str, Field(description="Which knowledge base (default 'docs').")] = "docs",
-        user_id: UserArg = None,
-    ) -> str:
-        """Answer a question from the user's own documents, with numbered citations; says so when they lack it.
-
-        Use it for questions about the user's files, manuals, notes or policies. Needs the server to run
-        with an LLM (``lmh mcp --llm ...``).
-
-        Example: ask_documents(question="Which port does the service listen on?", namespace="manuals")
-        """
-        user = user_of(ctx, user_id)
-
-        async def run() -> str:
-            validate_content(question, "question")
-            if service.llm is None:
-                raise MemoryValidationError(
-                    "ask_documents", "this server runs without an LLM (start it with --llm); use search_documents"
-                )
-            return await service.documents(user, namespace).aask_documents(question)
-
-        return await _call(run)
-
     async def read_profile(requested: str | None) -> str:
         try:
             return await profile_text(service.memory(_principal(service, None).resolve_user(requested)))
@@ -728,6 +617,14 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
         """The profile of the user named in the address: an admin token's way to read any user's (others: their own)."""
         return await read_profile(user_id)
 
+    register_document_tools(
+        server,
+        lambda ctx, user, namespace: service.documents(user_of(ctx, user), namespace),
+        roots=service.document_roots,
+        has_llm=lambda: service.llm is not None,
+        structured=_structured,
+        call=_call,
+    )
     register_context_tools(
         server,
         lambda ctx, user: service.memory(user_of(ctx, user)),

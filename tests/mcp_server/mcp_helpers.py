@@ -60,6 +60,7 @@ STRUCTURED = {
     "profile",
     "related_entities",
     "memory_stats",
+    "search_documents",
 }
 
 #: Bearer tokens of the shared HTTP server (conftest.server) and the users they map to.

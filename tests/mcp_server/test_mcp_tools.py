@@ -218,8 +218,18 @@ async def test_stdio_browse_history_documents_and_forget(tmp_path: Path) -> None
             await session.call_tool("ingest_documents", {"paths": [str(docs / "bees.md")]}), schemas, "ingest_documents"
         )
         assert len(again["unchanged"]) == 1
-        found = ok(await session.call_tool("search_documents", {"query": "where to put a hive"}))
-        assert "sunny spot" in found
+        found = structured(
+            await session.call_tool("search_documents", {"query": "where to put a hive"}), schemas, "search_documents"
+        )
+        (best, *_) = found["passages"]
+        assert "sunny spot" in best["text"] and best["file"] == "bees.md" and found["namespace"] == "docs"
+        assert best["chunk_id"] and best["source"].startswith("bees.md")
+        nothing = structured(
+            await session.call_tool("search_documents", {"query": "hive", "namespace": "empty"}),
+            schemas,
+            "search_documents",
+        )
+        assert nothing["passages"] == []
         for name, arguments in [
             ("add_document", {"path": str(tmp_path / "private.md")}),
             ("add_document", {"path": "../private.md"}),
@@ -248,9 +258,12 @@ async def test_http_browse_documents_and_forget_per_token(server: HttpServer) ->
             "ingest_documents",
         )
         assert len(added["added"]) == 2
-        assert "late winter" in ok(
-            await bob.call_tool("search_documents", {"query": "prune roses", "namespace": "garden"})
+        roses = structured(
+            await bob.call_tool("search_documents", {"query": "prune roses", "namespace": "garden"}),
+            schemas,
+            "search_documents",
         )
+        assert "late winter" in roses["passages"][0]["text"] and roses["namespace"] == "garden"
         for arguments in ({"paths": ["."]}, {"paths": ["escape.md"]}, {"paths": [str(server.folder.parent)]}):
             assert "outside the folders" in refused(await bob.call_tool("ingest_documents", arguments))
         secret = structured(
