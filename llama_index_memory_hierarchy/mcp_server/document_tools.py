@@ -86,8 +86,7 @@ def register_document_tools(
 
         Example: add_document(path="manuals/router.md", namespace="manuals")
         """
-        spec = documents_for(ctx, user_id, namespace)
-        return await structured(lambda: _aingest(spec, roots, [path], field="path"))
+        return await structured(lambda: _aingest(documents_for(ctx, user_id, namespace), roots, [path], field="path"))
 
     @server.tool(annotations=write)
     async def ingest_documents(
@@ -105,8 +104,7 @@ def register_document_tools(
 
         Example: ingest_documents(paths=["manuals"], namespace="manuals")
         """
-        spec = documents_for(ctx, user_id, namespace)
-        return await structured(lambda: _aingest(spec, roots, paths, field="paths"))
+        return await structured(lambda: _aingest(documents_for(ctx, user_id, namespace), roots, paths, field="paths"))
 
     @server.tool(annotations=read)
     async def search_documents(
@@ -123,11 +121,11 @@ def register_document_tools(
 
         Example: search_documents(query="refund policy for damaged items", namespace="manuals", limit=3)
         """
-        spec = documents_for(ctx, user_id, namespace)
 
-        async def run() -> CallToolResult:
+        async def run() -> CallToolResult:  # the namespace is checked in here: a bad one is a tool error naming it
             from llama_index_memory_hierarchy.knowledge.retriever import citation, node_text
 
+            spec = documents_for(ctx, user_id, namespace)
             checked, nodes = await spec.asearch_passages(query, limit)
 
             def meta(node: Any, key: str) -> str | None:
@@ -164,9 +162,9 @@ def register_document_tools(
 
         Example: ask_documents(question="Which port does the service listen on?", namespace="manuals")
         """
-        spec = documents_for(ctx, user_id, namespace)
 
         async def run() -> str:
+            spec = documents_for(ctx, user_id, namespace)
             validate_content(question, "question")
             if not has_llm():
                 raise MemoryValidationError(
