@@ -76,9 +76,9 @@ def reply(messages, **kwargs):
     """Answer from the first memory of something the user said, if the system message holds one."""
     prompts.append(messages)
     memories = [line for m in messages if m.role.value == "system"
-                for line in (m.content or "").splitlines() if line.startswith("- [") and "· user]" in line]
+                for line in (m.content or "").splitlines() if line.startswith("- [") and "· said by user]" in line]
     if memories:
-        return ChatMessage(role="assistant", content="I remember: " + memories[0].split("] ", 1)[1])
+        return ChatMessage(role="assistant", content="I remember: " + memories[0].split("] ", 1)[1].strip('"'))
     return ChatMessage(role="assistant", content="Nice to meet you! Let's keep going with Python.")
 
 llm = MockFunctionCallingLLM(response_generator=reply)''',
@@ -118,7 +118,7 @@ print(response)""",
         "md",
         """## Recall, directly
 
-`as_retriever()` is a LlamaIndex retriever over all tiers (fused by reciprocal rank), usable
+`as_retriever()` is a LlamaIndex retriever over all tiers (the one cross-tier search), usable
 in any query engine.""",
     ),
     (
@@ -204,7 +204,7 @@ for item in perceptual.retrieve("architecture diagram", limit=3):
         "md",
         """## All tiers at once
 
-`as_retriever()` fuses the tiers by reciprocal rank; `memory_blocks()` gives the tiers as
+`as_retriever()` ranks all tiers with the one cross-tier search; `memory_blocks()` gives the tiers as
 memory blocks for LlamaIndex's own `Memory`.""",
     ),
     (
