@@ -84,3 +84,6 @@ def test_notebook_runs_with_outputs_of_the_same_shape(path: Path, tmp_path: Path
     assert shape(make_notebooks.clean(notebook, tmp_path)) == shape(committed), (
         f"{path.name}: outputs changed shape; run {REGENERATE} and commit"
     )
+    if path.name == "01_quickstart.ipynb":  # the point of the quickstart: session 2 answers from session 1
+        printed = "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.outputs)
+        assert "I remember: I'm Zhang San" in printed, "the quickstart's second session did not recall the first"
