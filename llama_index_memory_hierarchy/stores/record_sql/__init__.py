@@ -1,12 +1,13 @@
 """``SQLRecordStore``: the authoritative record store on SQLAlchemy 2 async.
 
 One implementation serves SQLite embedded (``sqlite+aiosqlite:///path/memory.db``) and
-PostgreSQL (``postgresql+asyncpg://...``), in four modules by job:
+PostgreSQL (``postgresql+asyncpg://...``), in modules by job:
 
 * :mod:`.database`: the engine, schema migration and retrying transactions (:class:`SQLDatabase`);
 * :mod:`.dialects`: what differs between the backends (keyword index, JSON equality, locks);
 * :mod:`.rows`: validation and conversion between :class:`Record` and ``memories`` rows;
-* :mod:`.store`: :class:`SQLRecordStore`: writes, reads, keyword search and the index outbox.
+* :mod:`.reads`, :mod:`.writes`, :mod:`.changes`: reads and keyword search, writes and erasure, the index
+  outbox; :mod:`.store` puts them together as :class:`SQLRecordStore`.
 
 Every multi-row write is one transaction: rows, keyword index entries (SQLite triggers /
 PostgreSQL generated column) and ``index_outbox`` rows commit together or not at all.

@@ -39,6 +39,11 @@ _EPOCH_MIN, _EPOCH_MAX = TIME_MIN.timestamp(), TIME_MAX.timestamp()
 #: Content characters in one insert above which keyword tokenizing moves off the event loop.
 OFFLOAD_CHARS = 20_000
 
+#: Largest count bound into SQL (SQLite and PostgreSQL BIGINT hold up to 2**63 - 1).
+_MAX_SQL_INT = 2**62
+#: Ids per ``IN (...)`` list (well under SQLite's and asyncpg's bound-parameter limits).
+CHUNK = 500
+
 
 def canonical_json(value: Any) -> str:
     """Compact, key-sorted JSON: how metadata is stored, so equal dicts store equal text."""
@@ -100,6 +105,13 @@ def _memory_type(value: Any) -> MemoryType | None:
     except ValueError:
         allowed = ", ".join(t.value for t in MemoryType)
         raise MemoryValidationError("memory_type", f"must be one of {allowed}, got {value!r}") from None
+
+
+def sql_count(value: Any, field: str, minimum: int) -> int:
+    """A validated count, clamped to what SQL integers hold (a larger limit or offset means the same)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise MemoryValidationError(field, f"must be an integer >= {minimum}, got {value!r}")
+    return min(value, _MAX_SQL_INT)
 
 
 def validate_ids(ids: Sequence[str] | str, field: str = "ids") -> list[str]:
