@@ -97,6 +97,10 @@ class Remembered(BaseModel):
     tier: str
 
 
+class Updated(BaseModel):
+    memory: MemoryRecord = Field(description="The memory as it now reads.")
+
+
 class RecallResult(BaseModel):
     query: str
     memories: list[MemoryRecord]
@@ -237,5 +241,6 @@ __all__ = [
     "RelatedEntity",
     "Remembered",
     "Timeline",
+    "Updated",
     "tool_result",
 ]

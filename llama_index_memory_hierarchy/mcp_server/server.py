@@ -43,6 +43,7 @@ from llama_index_memory_hierarchy.mcp_server.results import (
     MemoryRecord,
     RecallResult,
     Remembered,
+    Updated,
     tool_result,
 )
 from llama_index_memory_hierarchy.types import (
@@ -400,14 +401,14 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
 
         return await _structured(run)
 
-    @server.tool(annotations=destroy, structured_output=False)
+    @server.tool(annotations=destroy)
     async def update_memory(
         memory_id: Annotated[str, Field(description="The full id from recall or remember.")],
         ctx: Context,
         content: Annotated[str | None, Field(description="The corrected statement (omit to keep).")] = None,
         importance: Annotated[float | None, Field(ge=0, le=1, description="The new importance (omit to keep).")] = None,
         user_id: UserArg = None,
-    ) -> str:
+    ) -> Annotated[CallToolResult, Updated]:
         """Correct or re-weight one existing memory, found by its full id; pass only what changes.
 
         Use it when the user corrects something remembered ("actually I moved to Berlin"). Find the
@@ -416,7 +417,14 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
         Example: update_memory(memory_id="3f1c2a9e-8d3b-4c5e-9f6a-1b2c3d4e5f60", content="The user lives in Berlin.")
         """
         spec = service.tools(user_of(ctx, user_id))
-        return await _call(lambda: spec.aupdate_memory(memory_id, content, importance))
+
+        async def run() -> CallToolResult:
+            text = await _call(lambda: spec.aupdate_memory(memory_id, content, importance))
+            context = spec.hierarchy.context
+            (record,) = await context.records.get(spec.hierarchy.user_id, [validate_memory_id(memory_id)])
+            return tool_result(text, Updated(memory=MemoryRecord.of(record.item)))
+
+        return await _structured(run)
 
     @server.tool(annotations=destroy)
     async def forget(

@@ -61,6 +61,7 @@ STRUCTURED = {
     "related_entities",
     "memory_stats",
     "search_documents",
+    "update_memory",
 }
 
 #: Bearer tokens of the shared HTTP server (conftest.server) and the users they map to.

@@ -98,6 +98,16 @@ async def browse_and_forget(session: ClientSession, user: str) -> None:
     detail = structured(await session.call_tool("get_memory", {"memory_id": porto["id"]}), schemas, "get_memory")
     assert detail["memory"]["content"] == "The user kept bees in Porto." and detail["history"] == []
     await context_views(session, schemas, user, porto["id"])
+    corrected = structured(
+        await session.call_tool("update_memory", {"memory_id": chess["id"], "importance": 0.8}),
+        schemas,
+        "update_memory",
+    )
+    assert corrected["memory"]["id"] == chess["id"] and corrected["memory"]["importance"] == 0.8
+    assert corrected["memory"]["content"] == "The user plays chess on Sundays."
+    assert "memory_id: No memory with id" in refused(
+        await session.call_tool("update_memory", {"memory_id": UNKNOWN, "importance": 0.3})
+    )
 
     before = counts(ok(await session.call_tool("memory_stats", {})))
     cases = [
