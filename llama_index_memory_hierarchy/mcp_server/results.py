@@ -198,6 +198,49 @@ def tool_result(text: str, data: BaseModel) -> CallToolResult:
     )
 
 
+class Instruction(BaseModel):
+    """One standing instruction of the user (procedural memory)."""
+
+    id: str = Field(description="The full id: pass it to remove_instruction.")
+    instruction: str
+    since: str = Field(description="When the user gave it (ISO 8601, UTC).")
+    condition: str | None = Field(default=None, description="When it applies, if the user said.")
+    current: bool = Field(description="False once a newer rule on the same matter replaced it.")
+    ended_at: str | None = Field(default=None, description="When it was replaced; null while it holds.")
+    superseded_by: str | None = Field(default=None, description="The id of the rule that replaced it.")
+
+    @classmethod
+    def of(cls, item: MemoryItem) -> Instruction:
+        meta = item.metadata
+
+        def text(key: str) -> str | None:
+            value = meta.get(key)
+            return str(value) if value else None
+
+        return cls(
+            id=item.id,
+            instruction=item.content,
+            since=item.timestamp.isoformat(),
+            condition=text("condition"),
+            current=not meta.get("invalid_at"),
+            ended_at=text("invalid_at"),
+            superseded_by=text("superseded_by"),
+        )
+
+
+class Instructions(BaseModel):
+    instructions: list[Instruction] = Field(description="Oldest first; replaced ones only with include_history.")
+
+
+class InstructionAdded(BaseModel):
+    instruction: Instruction
+    replaced: list[Instruction] = Field(description="The older rules on the same matter that it ended.")
+
+
+class InstructionRemoved(BaseModel):
+    instruction: Instruction = Field(description="The deleted rule, as it read.")
+
+
 class Passage(BaseModel):
     chunk_id: str = Field(description="The chunk's id in the knowledge base.")
     source: str = Field(description="File, section and page, as cited.")
@@ -228,6 +271,10 @@ __all__ = [
     "FactHistory",
     "FactVersion",
     "Forgotten",
+    "Instruction",
+    "InstructionAdded",
+    "InstructionRemoved",
+    "Instructions",
     "MemoryDetail",
     "MemoryPage",
     "MemoryRecord",

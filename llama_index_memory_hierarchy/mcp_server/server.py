@@ -639,7 +639,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
         lambda ctx, user: service.tools(user_of(ctx, user)),
         _structured,
     )
-    register_instruction_tools(server, lambda ctx, user: service.tools(user_of(ctx, user)), _call)
+    register_instruction_tools(server, lambda ctx, user: service.tools(user_of(ctx, user)), _call, _structured)
 
     @server.prompt(name="use_memory", description="Instructions for an assistant that has this memory server.")
     def use_memory() -> str:

@@ -62,6 +62,9 @@ STRUCTURED = {
     "memory_stats",
     "search_documents",
     "update_memory",
+    "list_instructions",
+    "add_instruction",
+    "remove_instruction",
 }
 
 #: Bearer tokens of the shared HTTP server (conftest.server) and the users they map to.
