@@ -7,9 +7,10 @@ every write commits rows plus outbox entries in one transaction, then applies th
 outbox to the vector index; entries left by a crash are applied on the next open.
 
 Its jobs live in their own modules: the process registry of contexts (:mod:`.registry`), the
-outbox drained into the vector indexes (:mod:`.outbox`), the change log an embedded folder's
-processes follow (:mod:`.changelog`), the folder lock (:mod:`.lock`), the work locks of the layers
-above (:mod:`.worklock`) and their per-deployment state (:mod:`.shared`).
+vector index of each space (:mod:`.indexes`), the outbox drained into them (:mod:`.outbox`), the
+change log an embedded folder's processes follow (:mod:`.changelog`), the folder lock
+(:mod:`.lock`), the work locks of the layers above (:mod:`.worklock`) and their per-deployment
+state (:mod:`.shared`).
 
 Many processes may share one server deployment (records on PostgreSQL, vectors on a server):
 their contexts drain the one outbox concurrently (:class:`~.outbox.Outbox`).
@@ -53,21 +54,18 @@ from llama_index_memory_hierarchy.stores.base import (
 )
 from llama_index_memory_hierarchy.stores.changelog import ChangeLog
 from llama_index_memory_hierarchy.stores.graph import UserGraph, open_graph_store
+from llama_index_memory_hierarchy.stores.indexes import VectorIndexes, is_store
 from llama_index_memory_hierarchy.stores.lock import FolderLock
 from llama_index_memory_hierarchy.stores.outbox import Outbox
 from llama_index_memory_hierarchy.stores.reconcile import (
     analyzer_version,
     areconcile_vectors,
     foreign_text_spaces,
-    reindex_space,
 )
 from llama_index_memory_hierarchy.stores.record_sql import SQLRecordStore
 from llama_index_memory_hierarchy.stores.registry import ContextRegistry
 from llama_index_memory_hierarchy.stores.shared import SharedState
-from llama_index_memory_hierarchy.stores.vector import as_vector_index, open_vector_index
 from llama_index_memory_hierarchy.stores.vector._common import check_vector
-from llama_index_memory_hierarchy.stores.vector.edge import EdgeVectorIndex
-from llama_index_memory_hierarchy.stores.vector.mirror import MirrorVectorIndex
 from llama_index_memory_hierarchy.stores.worklock import WorkLock, WorkLocks
 from llama_index_memory_hierarchy.types import MemoryFilter, MemoryType
 
@@ -111,8 +109,14 @@ class StoreContext:
         records = SQLRecordStore(config.resolved_record_store_url, sqlite_synchronous=config.sqlite_synchronous)
         self.records: RecordStore = records
         self.embeddings = EmbeddingService.from_config(config, embed_model)
-        self._vectors: dict[str, VectorIndex] = {}
-        self._vector_lock = asyncio.Lock()
+        #: The open vector index of each space (mirrors of the change log on an embedded folder).
+        self.indexes = VectorIndexes(
+            config,
+            runtime,
+            lambda: self.embeddings.space,
+            vector_store=vector_store,
+            mirror=(lambda space: functools.partial(self.changes.aload_points, space)) if self.follows_log else None,  # type: ignore[union-attr]
+        )
         self._guard = threading.Lock()
         #: What the layers above keep once per deployment (typed fields).
         self.shared = SharedState()
@@ -126,9 +130,9 @@ class StoreContext:
         self._background: set[asyncio.Task[Any]] = set()
         #: Access bumps of reads, written in the background (one write per burst of reads).
         self.accesses = AccessLog(self.records, self.spawn)
-        self.outbox = Outbox(self.records, self._vectors, self.avector_index, repr(self))
+        self.outbox = Outbox(self.records, self.indexes.by_space, self.avector_index, repr(self))
         #: Where the vectors are mirrored: the record store's change log as this process follows it.
-        self.changes = ChangeLog(self.records, self._vectors) if self.follows_log else None
+        self.changes = ChangeLog(self.records, self.indexes.by_space) if self.follows_log else None
         #: ``space -> records`` embedded by another text model (counted when the space is first resolved).
         self.foreign_spaces: dict[str, int] | None = None
         try:
@@ -193,7 +197,7 @@ class StoreContext:
         ``BasePydanticVectorStore`` (or a ``VectorIndex``) serving the text embedding space, or a
         factory ``(space, dim) -> store`` serving every space (perceptual encoders need their own).
         """
-        if vector_store is not None and not callable(vector_store) and not _is_store(vector_store):
+        if vector_store is not None and not callable(vector_store) and not is_store(vector_store):
             raise MemoryValidationError(
                 "vector_store",
                 "expected a LlamaIndex BasePydanticVectorStore, a VectorIndex or a factory (space, dim) -> store, "
@@ -298,7 +302,7 @@ class StoreContext:
             await asyncio.gather(*self._background, return_exceptions=True)
         if self._graph is not None:
             await self._graph.aclose()
-        for index in self._vectors.values():
+        for index in self.indexes.by_space.values():
             await index.close()
         await self.records.close()
 
@@ -331,35 +335,7 @@ class StoreContext:
         if space is None:
             space = await self.aspace()
             dim = self.embeddings.dim
-        index = self._vectors.get(space)
-        if index is not None:
-            return index
-        async with self._vector_lock:
-            if space not in self._vectors:
-                if dim is None:
-                    raise ValueError(f"dimension of vector space {space!r} is unknown")
-                self._vectors[space] = await self.runtime.to_thread(self._open_index, space, dim)
-            return self._vectors[space]
-
-    def _open_index(self, space: str, dim: int) -> VectorIndex:
-        """The index of ``space``: from the supplied ``vector_store`` when given, else as configured."""
-        supplied = self._vector_store
-        if self.follows_log:
-            return MirrorVectorIndex(space, dim, functools.partial(self.changes.aload_points, space))  # type: ignore[union-attr]
-        if supplied is None:
-            return open_vector_index(self.config, space, dim)
-        if _is_store(supplied):
-            text_space = self.embeddings.space
-            if space != text_space:
-                raise StoreError(
-                    f"the vector_store given serves the text embedding space {text_space!r} only; "
-                    f"pass a factory (space, dim) -> store to also index space {space!r}"
-                )
-            return as_vector_index(supplied, space, dim)
-        made = supplied(space, dim)
-        if made is None:
-            raise StoreError(f"the vector_store factory returned None for space {space!r}")
-        return as_vector_index(made, space, dim)
+        return await self.indexes.aget(space, dim)
 
     async def aspace(self) -> str:
         """The text embedding space (loads the model on first use, off the loop).
@@ -460,29 +436,8 @@ class StoreContext:
 
     # ------------------------------------------------------------------ reads
     async def arewrite_index(self, index: VectorIndex) -> None:
-        """Rebuild an embedded vector folder from the records (a fresh WAL and segments); optimise any other index.
-
-        Erasure calls this so that no deleted vector stays readable in a segment or the WAL.
-        """
-        if isinstance(index, MirrorVectorIndex):
-            return  # held in memory only: nothing of a deleted vector is on disk
-        if not isinstance(index, EdgeVectorIndex):
-            optimize = getattr(index, "optimize", None)
-            if optimize is not None:
-                await optimize()
-            return
-        space, dim, folder = index.space, index.dim, index.path
-        async with self._vector_lock:
-            if self._vectors.get(space) is not index:
-                return  # already replaced
-            del self._vectors[space]
-            await index.close()
-            await asyncio.to_thread(shutil.rmtree, folder, True)
-            fresh = await asyncio.to_thread(lambda: EdgeVectorIndex(self.persist_dir, space, dim, flush_on_write=False))
-            self._vectors[space] = fresh  # writes from now on land in the new folder too
-        await reindex_space(self.records, fresh, space)
-        await fresh.flush()
-        fresh.flush_on_write = True
+        """Leave no deleted vector of ``index`` on disk (:meth:`VectorIndexes.arewrite`; erasure calls this)."""
+        await self.indexes.arewrite(index, self.records, self.persist_dir)
 
     async def adense_search(
         self,
@@ -505,7 +460,7 @@ class StoreContext:
         """Remove a user's memories from the record store and every vector index."""
         await self.records.delete_where(user_id, namespace=None)
         await self.drain_outbox()
-        for index in self._vectors.values():
+        for index in self.indexes.by_space.values():
             await index.delete_user(user_id)
 
 
@@ -522,13 +477,6 @@ def _retire_vector_folder(persist_dir: Path) -> None:
             pass
     for retired in persist_dir.glob(".vectors-retired-*"):
         shutil.rmtree(retired, ignore_errors=True)
-
-
-def _is_store(value: Any) -> bool:
-    """A vector store instance (LlamaIndex store or VectorIndex), as opposed to a factory."""
-    from llama_index.core.vector_stores.types import BasePydanticVectorStore
-
-    return isinstance(value, (BasePydanticVectorStore, VectorIndex))
 
 
 @functools.cache
