@@ -70,6 +70,7 @@ class Question:
     slots: list[Slot]
     episodic: list[Slot]  # the episodic tier's ranking
     floored: list[Slot] = field(default_factory=list)  # the default search, relevance floor on
+    switched_off: list[Slot] = field(default_factory=list)  # unfitted, without the ``--on`` switches
 
 
 def recall(slots: Sequence[Slot], groups: Sequence[Sequence[str]], k: int, by_sources: bool = False) -> float:
@@ -84,24 +85,35 @@ def ranked(question: Question, weights: np.ndarray) -> list[Slot]:
 
 
 def collect(
-    system: WholeHierarchySystem, dataset: str, fold: str, qas: Sequence[Any], pool: int, floor: bool
+    system: WholeHierarchySystem,
+    dataset: str,
+    fold: str,
+    qas: Sequence[Any],
+    pool: int,
+    floor: bool,
+    switches: Sequence[str] = (),
 ) -> list[Question]:
     """Search every question of one built conversation: its pool with columns, the tier's and floored rankings."""
     memory = system._memory
+    on = {name: True for name in switches}
+    unfitted, default = UNFITTED.but(**on), RankingSettings.preset("default").but(**on)
     out = []
     for qa, groups in qas:
         if not groups:
             continue
-        items = memory.search(qa.question, limit=pool, ranking=UNFITTED)
+        items = memory.search(qa.question, limit=pool, ranking=unfitted)
         columns = np.array([[i.explanation.get(s, 0.0) for s in WEIGHTED_SIGNALS] for i in items]).reshape(-1, 8)
         rest = np.array([(i.score or 0.0) - sum(i.explanation.get(s, 0.0) for s in WEIGHTED_SIGNALS) for i in items])
         slots = [system.slot(i.metadata, i.content) for i in items]
         tier = memory.episodic.retrieve(qa.question, limit=max(KS), ranking=UNFITTED)
         episodic = [system.slot(i.metadata, i.content) for i in tier]  # its session summaries counted as shown
         question = Question(dataset, fold, qa.category, groups, columns, rest, slots, episodic)
+        if switches:  # the same search without them, for a comparison in the same process
+            off = memory.search(qa.question, limit=max(KS), ranking=UNFITTED)
+            question.switched_off = [system.slot(i.metadata, i.content) for i in off]
         if floor:
             question.floored = [
-                system.slot(i.metadata, i.content) for i in memory.search(qa.question, limit=max(KS), ranking="default")
+                system.slot(i.metadata, i.content) for i in memory.search(qa.question, limit=max(KS), ranking=default)
             ]
         out.append(question)
     return out
@@ -167,6 +179,8 @@ def evaluate(questions: list[Question]) -> dict[str, Any]:
         table["hierarchy, unfitted, derived by every source id"] = {
             f"R@{k}": float(np.mean([recall(ranked(q, ones), q.groups, k, by_sources=True) for q in data])) for k in KS
         }
+        if all(q.switched_off for q in data):
+            table["hierarchy, unfitted, switches off"] = scores(data, [q.switched_off for q in data])
         if all(q.floored for q in data):
             table["hierarchy, default, relevance floor on"] = scores(data, [q.floored for q in data])
             table["hierarchy, default, relevance floor on"]["empty"] = float(np.mean([not q.floored for q in data]))
@@ -207,11 +221,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--user-folds", type=int, default=4, help="MemoryBank folds of users per language")
     parser.add_argument("--no-floor", action="store_true", help="skip the relevance floor's cost")
     parser.add_argument("--smoke", action="store_true", help="1 conversation, 2 users per language, few questions")
+    parser.add_argument("--on", default="", help="comma-separated boolean RankingSettings fields to switch on")
     parser.add_argument("--json", type=Path, default=None, help="write every figure to this JSON file")
     parser.add_argument("--write", action="store_true", help=f"write the full-dev weights to {FITTED_WEIGHTS.name}")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     names = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    switches = [s.strip() for s in args.on.split(",") if s.strip()]
     embedder = CachedEmbedder(use_cache=True, library_model="default")
     share_library_model("default")
     questions: list[Question] = []
@@ -223,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 system.index(conv.turns)
                 qas = [(qa, tuple((e,) for e in qa.evidence)) for qa in sample_questions(conv.qa, per_conv)]
                 qas = [(qa, g) for qa, g in qas if qa.category in (1, 2, 3, 4)]
-                questions += collect(system, "locomo", conv.sample_id, qas, args.pool, not args.no_floor)
+                questions += collect(system, "locomo", conv.sample_id, qas, args.pool, not args.no_floor, switches)
             system.close()
         for lang in ("zh", "en"):
             if f"memorybank-{lang}" not in names:
@@ -236,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 groups = dict(zip((id(q) for q in conv.qa), conv.groups, strict=True))
                 qas = [(qa, groups[id(qa)]) for qa in sample_questions(conv.qa, per_conv)]
                 fold = f"users-{index % folds}"
-                questions += collect(system, f"memorybank-{lang}", fold, qas, args.pool, not args.no_floor)
+                questions += collect(system, f"memorybank-{lang}", fold, qas, args.pool, not args.no_floor, switches)
             system.close()
     result = evaluate(questions)
     print_result(result)

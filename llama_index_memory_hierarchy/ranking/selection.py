@@ -8,6 +8,8 @@ the candidate whose score, less its redundancy with what is already chosen, is b
 * shows a derived memory (a fact, a summary) and one of its sources only when each adds words
   the other lacks; when the later one says all the earlier one did and more, it takes its slot,
   and so does a source that says as much as its derived memory (the verbatim record wins);
+* with ``source_first``, shows a source turn in the place of a derived memory that reproduces less than half
+  of that turn's words (the derived memory competes for the next slot), so a fact does not cost its turn;
 * puts content-free candidates ("ok", "got it", "好的") after every informative one.
 """
 
@@ -47,6 +49,7 @@ class Choice:
     tiebreak: tuple[float, ...] = ()  # larger first when scores are equal (importance, time, ...)
     penalty: float = 0.0
     covers: Choice | None = None  # the chosen memory whose slot it took (it says all that one did)
+    stands_for: Choice | None = None  # the derived memory whose place it took (``source_first``)
     held: float | None = None  # the score of the slot it holds, fixed when it was chosen
 
 
@@ -102,12 +105,15 @@ def select(
     near_duplicate: float = NEAR_DUPLICATE_SIMILARITY,
     min_novelty: float = MIN_NOVELTY,
     calibration: SimilarityCalibration = IDENTITY,
+    source_first: bool = False,
 ) -> list[Choice]:
     """The best ``limit`` choices, deduplicated and diversified, best first (``penalty`` set on each).
 
     Similarities between memories are read on ``calibration``'s scale, so near-duplicates and
     redundancy mean the same for every embedding model and language. ``diversity``, ``near_duplicate`` and
-    ``min_novelty`` default to the module's constants (``RankingSettings`` passes its own).
+    ``min_novelty`` default to the module's constants (``RankingSettings`` passes its own). With ``source_first``,
+    when the best candidate is a derived memory and a source of it that it reproduces less than ``min_novelty`` of
+    is still a candidate, the best such source takes that place (``stands_for``; once per derived memory).
 
     ``penalty`` is what redundancy with the choices before it cost a candidate; ``covers`` names the
     choice whose slot a more informative related one took (the list keeps that slot's rank). The list is
@@ -137,9 +143,9 @@ def select(
     index_of = {c.key: i for i, c in enumerate(pool)}
     returned: set[int] = set()
 
-    def take(index: int) -> None:
+    def take(index: int, slot: float | None = None) -> None:
         pool[index].held = None  # chosen now: its slot is scored as things stand now
-        pool[index].held = slot_score(pool[index])
+        pool[index].held = slot_score(pool[index]) if slot is None else slot
         chosen.append(pool[index])
         absorb(pool[index])
         if len(chosen) > limit:  # a memory that came back outranks the weakest chosen one
@@ -175,6 +181,14 @@ def select(
         best = first_alive()
         if len(chosen) >= limit and _order(pool[best]) <= min(_rank(c) for c in chosen):
             break  # full, and nothing left outranks a chosen memory (only one that came back can)
+        source = (
+            _unreproduced_source(pool[best], [pool[i] for i in alive], chosen, min_novelty) if source_first else None
+        )
+        if source is not None:  # the turn it derives from, which it does not reproduce, shows in its place
+            source.stands_for = pool[best]
+            alive.remove(index_of[source.key])
+            take(index_of[source.key], slot=pool[best].score - pool[best].penalty)
+            continue
         alive.remove(best)
         candidate = pool[best]
         related = [c for c in chosen if c.key in candidate.related or candidate.key in c.related]
@@ -221,6 +235,25 @@ def select(
         passed_for.setdefault(fuller.key, []).append(best)
         take(index_of[fuller.key])
     return sorted(chosen, key=_rank, reverse=True)
+
+
+def _unreproduced_source(
+    derived: Choice, alive: Sequence[Choice], chosen: Sequence[Choice], min_novelty: float
+) -> Choice | None:
+    """The best informative source of ``derived`` still a candidate that ``derived`` reproduces less than
+    ``min_novelty`` of, when no source of it is chosen yet (the source keeps one place, not one per source)."""
+    if not derived.related or any(c.key in derived.related for c in chosen):
+        return None
+    sources = [
+        s
+        for s in alive
+        if s.key in derived.related
+        and s is not derived
+        and not s.content_free
+        and novelty(s.words, derived.words) >= min_novelty
+        and not (s.identity and any(s.identity == c.identity for c in chosen))
+    ]
+    return max(sources, key=_order, default=None)
 
 
 def _fuller_derived(

@@ -89,6 +89,11 @@ class RankingSettings(BaseModel):
     min_novelty: float = Field(
         default=MIN_NOVELTY, ge=0, le=1, description="Share of new words a related memory needs to add something."
     )
+    source_first: bool = Field(
+        default=False,
+        description="Show a source turn in the place of a derived memory (a fact, a summary) that reproduces less "
+        "than min_novelty of its words; the derived memory competes for the next slot.",
+    )
     signal_weights: dict[str, float] = Field(
         default_factory=dict,
         description="Multiplier of each explanation column (WEIGHTED_SIGNALS; 1 when absent): the fitted part.",

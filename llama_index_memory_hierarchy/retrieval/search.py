@@ -154,6 +154,7 @@ SIGNALS = (
     "content_free",
     "duplicate_penalty",
     "covers",
+    "source_slot",
 )
 # The knobs (the share of its score a content-free candidate keeps, ``context_share``: the share of a keyword
 # hit's score the words of its neighbours alone can earn it, the weight of a superseded fact...) are fields of
@@ -563,12 +564,16 @@ class CrossTierSearch(RuntimeBound):
             near_duplicate=settings.near_duplicate_similarity,
             min_novelty=settings.min_novelty,
             calibration=calibration,
+            source_first=settings.source_first,
         ):
             parts = dict(by_key[choice.key].parts)
             parts["duplicate_penalty"] = -choice.penalty
             score = sum(parts.values())
             if choice.covers is not None:  # it holds the slot of the memory it says more than
                 parts["covers"] = slot_score(choice) - score
+                score = slot_score(choice)
+            elif choice.stands_for is not None:  # it holds the place of a derived memory that does not reproduce it
+                parts["source_slot"] = slot_score(choice) - score
                 score = slot_score(choice)
             if choice.content_free and score > floor:  # ranked after every informative memory, and scored so
                 parts["content_free"] = parts.get("content_free", 0.0) - (score - floor)

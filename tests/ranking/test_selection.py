@@ -174,3 +174,18 @@ def test_a_slot_keeps_its_score_when_the_memory_it_covered_competes_again() -> N
     chosen = select([fact, turn, summary], limit=3)
     assert [c.key for c in chosen] == ["sum", "fact"]
     assert slot_score(chosen[0]) == 0.9 and chosen[1].penalty > 0
+
+
+def test_source_first_shows_the_turn_a_derived_memory_does_not_reproduce_in_its_place() -> None:
+    summary = choice("summary", 0.9, "summary: trip planning museums trains hotels", related=frozenset({"t1", "t2"}))
+    source = choice("t1", 0.8, "we compared night trains and ferries for the trip")
+    other = choice("t2", 0.5, "my cousin recommended a small hotel near the harbour")
+    default = select([summary, source, other], limit=5)
+    assert [c.key for c in default] == ["summary", "t1", "t2"]
+    chosen = select([summary, source, other], limit=5, source_first=True)
+    assert [c.key for c in chosen] == ["t1", "summary", "t2"]  # one source takes its place, not every one
+    assert chosen[0].stands_for is summary and slot_score(chosen[0]) == 0.9
+    # a fact that adds nothing to the turn shown in its place then drops out
+    turn = choice("turn", 0.8, "i moved to paris last year with my sister beth")
+    fact = choice("fact", 0.9, "alice moved paris", related=frozenset({"turn"}))
+    assert [c.key for c in select([fact, turn], limit=5, source_first=True)] == ["turn"]
