@@ -488,19 +488,23 @@ class RagToolSpec(BaseToolSpec):
             response = self.query_engine.query(question)
         except MemoryHierarchyError as exc:
             return f"Error: {exc}"
-        return self._format_answer(response)
+        return self.format_answer(response)
 
     async def aask_documents(self, question: str) -> str:
         """Async twin of :meth:`ask_documents`."""
         try:
-            question = validate_content(question, "question")
-            response = await self.query_engine.aquery(question)
+            response = await self.aanswer(question)
         except MemoryHierarchyError as exc:
             return f"Error: {exc}"
-        return self._format_answer(response)
+        return self.format_answer(response)
+
+    async def aanswer(self, question: str) -> Any:
+        """The query engine's ``Response`` to the checked question; bad input raises, naming ``question``."""
+        return await self.query_engine.aquery(validate_content(question, "question"))
 
     @staticmethod
-    def _format_answer(response: Any) -> str:
+    def format_answer(response: Any) -> str:
+        """An answer as the LLM reads it: the text, its numbered sources and the chunk ids."""
         lines = [str(response).strip()]
         citations = (response.metadata or {}).get("citations") or []
         if citations:

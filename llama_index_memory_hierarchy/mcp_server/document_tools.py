@@ -14,7 +14,14 @@ from pydantic import Field
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.mcp_server.access import DocumentRoots
-from llama_index_memory_hierarchy.mcp_server.results import DocumentsAdded, Passage, Passages, tool_result
+from llama_index_memory_hierarchy.mcp_server.results import (
+    Answer,
+    Citation,
+    DocumentsAdded,
+    Passage,
+    Passages,
+    tool_result,
+)
 from llama_index_memory_hierarchy.types import validate_content
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -66,10 +73,9 @@ def register_document_tools(
     roots: DocumentRoots,
     has_llm: Callable[[], bool],
     structured: Callable[[Callable[[], Awaitable[CallToolResult]]], Awaitable[CallToolResult]],
-    call: Callable[[Callable[[], Awaitable[str]]], Awaitable[str]],
 ) -> None:
     """Add the four tools to ``server``; ``documents_for`` gives the document tools of the user a request acts
-    for in a namespace, ``structured`` and ``call`` run a tool body as the other tools do."""
+    for in a namespace, ``structured`` runs a tool body as the other tools do."""
     read = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     write = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
 
@@ -148,13 +154,13 @@ def register_document_tools(
 
         return await structured(run)
 
-    @server.tool(annotations=read, structured_output=False)
+    @server.tool(annotations=read)
     async def ask_documents(
         question: Annotated[str, Field(description="A complete question about the user's documents.")],
         ctx: Context,
         namespace: Annotated[str, Field(description="Which knowledge base (default 'docs').")] = "docs",
         user_id: UserArg = None,
-    ) -> str:
+    ) -> Annotated[CallToolResult, Answer]:
         """Answer a question from the user's own documents, with numbered citations; says so when they lack it.
 
         Use it for questions about the user's files, manuals, notes or policies. Needs the server to run
@@ -163,13 +169,23 @@ def register_document_tools(
         Example: ask_documents(question="Which port does the service listen on?", namespace="manuals")
         """
 
-        async def run() -> str:
+        async def run() -> CallToolResult:
             spec = documents_for(ctx, user_id, namespace)
-            validate_content(question, "question")
+            checked = validate_content(question, "question")
             if not has_llm():
                 raise MemoryValidationError(
                     "ask_documents", "this server runs without an LLM (start it with --llm); use search_documents"
                 )
-            return await spec.aask_documents(question)
+            response = await spec.aanswer(checked)
+            meta = response.metadata or {}
+            result = Answer(
+                question=checked,
+                namespace=namespace,
+                answer=str(response).strip(),
+                insufficient=bool(meta.get("insufficient_context")),
+                citations=[Citation(number=c["number"], source=c["citation"]) for c in meta.get("citations") or []],
+                chunk_ids=[n.node.node_id for n in response.source_nodes],
+            )
+            return tool_result(spec.format_answer(response), result)
 
-        return await call(run)
+        return await structured(run)

@@ -256,6 +256,20 @@ class Passages(BaseModel):
     passages: list[Passage] = Field(description="Best first.")
 
 
+class Citation(BaseModel):
+    number: int = Field(description="The [n] the answer cites it by.")
+    source: str = Field(description="File, section and page.")
+
+
+class Answer(BaseModel):
+    question: str
+    namespace: str
+    answer: str
+    insufficient: bool = Field(description="True when the documents do not contain the answer.")
+    citations: list[Citation]
+    chunk_ids: list[str] = Field(description="The chunks the answer was grounded in.")
+
+
 class DocumentsAdded(BaseModel):
     namespace: str
     added: list[str]
@@ -266,6 +280,8 @@ class DocumentsAdded(BaseModel):
 
 
 __all__ = [
+    "Answer",
+    "Citation",
     "DocumentsAdded",
     "Erased",
     "FactHistory",

@@ -631,7 +631,6 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
         roots=service.document_roots,
         has_llm=lambda: service.llm is not None,
         structured=_structured,
-        call=_call,
     )
     register_context_tools(
         server,

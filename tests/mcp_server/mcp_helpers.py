@@ -65,6 +65,7 @@ STRUCTURED = {
     "list_instructions",
     "add_instruction",
     "remove_instruction",
+    "ask_documents",
 }
 
 #: Bearer tokens of the shared HTTP server (conftest.server) and the users they map to.

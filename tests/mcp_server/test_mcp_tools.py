@@ -6,6 +6,7 @@ every refusal is a tool error naming the field, with nothing written.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from mcp_helpers import (
     stdio_session,
     structured,
     text,
+    write_tokens,
 )
 
 UNKNOWN = "3f1c2a9e-8d3b-4c5e-9f6a-1b2c3d4e5f60"
@@ -185,6 +187,55 @@ def _facts(folder: Path) -> dict[str, str]:
         porto = memory.semantic.add_fact("User", "lives in", "Porto", source_id=turns[0], valid_at="2022-01-01")
         berlin = memory.semantic.add_fact("User", "lives in", "Berlin", source_id=turns[1], valid_at="2024-01-01")
     return {"turn": turns[0], "porto": porto, "berlin": berlin}
+
+
+def _llm_server_args(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, ...]:
+    """A document root with one note, and the CLI tests' scripted stand-in for a hosted LLM (``cli_llms``)."""
+    cli_tests = Path(__file__).resolve().parent.parent / "cli"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(cli_tests), os.environ.get("PYTHONPATH")])))
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "kiln.md").write_text("# Kiln\n\nFire the glaze kiln to cone six, then let it cool overnight.\n", "utf-8")
+    return ("--document-root", str(docs), "--llm", "cli_llms:scripted_llm")
+
+
+async def ask_round(session: ClientSession) -> None:
+    """ask_documents with an LLM: the answer, its sources and chunks; the documents lacking it; bad input."""
+    schemas = await output_schemas(session)
+    ok(await session.call_tool("add_document", {"path": "kiln.md"}))
+    asked = await session.call_tool("ask_documents", {"question": "How hot is the glaze kiln fired?"})
+    answer = structured(asked, schemas, "ask_documents")
+    assert answer["answer"] == "The sources say so [1]." and not answer["insufficient"]
+    assert answer["namespace"] == "docs" and answer["question"] == "How hot is the glaze kiln fired?"
+    assert answer["citations"][0]["number"] == 1 and answer["citations"][0]["source"].startswith("kiln.md")
+    assert answer["chunk_ids"] and all(chunk in ok(asked) for chunk in answer["chunk_ids"])
+    empty = structured(
+        await session.call_tool("ask_documents", {"question": "What is in there?", "namespace": "empty"}),
+        schemas,
+        "ask_documents",
+    )
+    assert empty["insufficient"] and empty["citations"] == [] and empty["chunk_ids"] == []
+    assert "question: " in refused(await session.call_tool("ask_documents", {"question": "  "}))
+    assert "namespace: " in refused(await session.call_tool("ask_documents", {"question": "x", "namespace": "a:b"}))
+
+
+async def test_ask_documents_over_stdio(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with stdio_session(tmp_path / "memory", "alice", *_llm_server_args(tmp_path, monkeypatch)) as session:
+        await ask_round(session)
+
+
+async def test_ask_documents_over_http(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    extra = _llm_server_args(tmp_path, monkeypatch)
+    tokens = write_tokens(tmp_path / "tokens.toml", {ALICE: "alice", BOB: "bob"})
+    with HttpServer(tmp_path / "memory", tokens, *extra) as server:
+        async with http_session(server.url, ALICE) as alice:
+            await ask_round(alice)
+        async with http_session(server.url, BOB) as bob:  # alice's documents are not bob's
+            assert structured(
+                await bob.call_tool("ask_documents", {"question": "How hot is the glaze kiln fired?"}),
+                await output_schemas(bob),
+                "ask_documents",
+            )["insufficient"]
 
 
 async def test_stdio_browse_history_documents_and_forget(tmp_path: Path) -> None:
