@@ -90,7 +90,7 @@ class RankingSettings(BaseModel):
         default=MIN_NOVELTY, ge=0, le=1, description="Share of new words a related memory needs to add something."
     )
     source_first: bool = Field(
-        default=False,
+        default=True,
         description="Show a source turn in the place of a derived memory (a fact, a summary) that reproduces less "
         "than min_novelty of its words; the derived memory competes for the next slot.",
     )
