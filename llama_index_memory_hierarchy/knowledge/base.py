@@ -61,7 +61,7 @@ class KnowledgeBase(RuntimeBound):
         self.namespace = kb_namespace(namespace)
         self.context = context
         self.user_id = validate_identifier(user_id or context.config.user_id, "user_id")
-        self.scope = KnowledgeScope(context=context, user_id=self.user_id, name=namespace)
+        self.scope = KnowledgeScope(context=context, user_id=self.user_id, name=namespace, owner=self)
         self.splitter = splitter or MarkdownHeadingSplitter()
         self.file_extractor = file_extractor if file_extractor is not None else default_file_extractor()
         self.llm = llm

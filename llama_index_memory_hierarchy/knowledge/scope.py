@@ -7,7 +7,7 @@ The retriever, the query engine and the ingestion work on this small bundle rath
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
@@ -36,11 +36,17 @@ def kb_namespace(name: str) -> str:
 
 @dataclass(frozen=True)
 class KnowledgeScope:
-    """One user's knowledge base ``name`` in ``context``'s stores."""
+    """One user's knowledge base ``name`` in ``context``'s stores.
+
+    ``owner`` (the knowledge base) is kept alive by whatever holds the scope: a knowledge base collected without
+    ``close()`` releases its stores, so a retriever made from a temporary one (``KnowledgeBase...as_retriever()``)
+    must keep it.
+    """
 
     context: StoreContext
     user_id: str
     name: str
+    owner: object = field(default=None, compare=False, repr=False)
 
     @property
     def namespace(self) -> str:

@@ -70,3 +70,22 @@ def test_a_knowledge_base_dropped_without_close_releases_its_stores(persist_dir:
     assert persist_dir.resolve() in _open_folders()
     del kb
     assert _released(persist_dir)
+
+
+def test_what_a_dropped_memory_or_knowledge_base_gave_out_keeps_its_stores_open(persist_dir: Path) -> None:
+    """``X.from_defaults(...).as_retriever()`` keeps nothing but the retriever: it must keep the stores."""
+    memory = HierarchicalMemory.from_defaults(user_id="ines", persist_dir=str(persist_dir / "m"), embed_model="hashing")
+    memory.manager.add_memory("Ines keeps the bike pump in the shed.", "episodic")
+    retriever = memory.as_retriever()
+    kb = KnowledgeBase.from_defaults(persist_dir=str(persist_dir / "k"), user_id="ines", embed_model="hashing")
+    kb.add_text("The bike pump lives in the shed.", doc_id="notes")
+    chunks = kb.as_retriever()
+    del memory, kb
+    gc.collect()
+    time.sleep(0.5)  # a release would run on its own thread
+    assert [n.get_content() for n in retriever.retrieve("where is the bike pump")] == [
+        "Ines keeps the bike pump in the shed."
+    ]
+    assert [n.get_content() for n in chunks.retrieve("where is the bike pump")] == ["The bike pump lives in the shed."]
+    del retriever, chunks
+    assert _released(persist_dir / "m") and _released(persist_dir / "k")
