@@ -160,13 +160,19 @@ class MemoryService:
         self._warming = threading.Thread(target=warm, name="lmh-mcp-warm-up", daemon=True)
         self._warming.start()
 
-    def memory(self, user_id: str) -> HierarchicalMemory:
-        """The hierarchy of ``user_id`` (one per user for the server's life, sharing the stores)."""
-        from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
-
+    def _after_warm_up(self) -> None:
+        """Wait for the background warm-up when another thread runs it, before importing anything of LlamaIndex:
+        a tool call importing it beside the warm-up can meet its modules half initialised ("cannot import name
+        ... from partially initialized module"), and would measure the calibration a second time."""
         warming = self._warming
         if warming is not None and warming is not threading.current_thread():
-            warming.join()  # a first call beside the warm-up would measure the calibration twice, on the same CPUs
+            warming.join()
+
+    def memory(self, user_id: str) -> HierarchicalMemory:
+        """The hierarchy of ``user_id`` (one per user for the server's life, sharing the stores)."""
+        self._after_warm_up()
+        from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
+
         with self._lock:
             if self._closed:
                 raise MemoryHierarchyError("the server is shutting down")
@@ -178,6 +184,8 @@ class MemoryService:
             return memory
 
     def tools(self, user_id: str) -> MemoryToolSpec:
+        """The memory tools of ``user_id`` (one spec per user)."""
+        self._after_warm_up()
         from llama_index_memory_hierarchy.tools import MemoryToolSpec
 
         memory = self.memory(user_id)
@@ -186,6 +194,7 @@ class MemoryService:
 
     def documents(self, user_id: str, namespace: str) -> RagToolSpec:
         """The document tools of knowledge base ``namespace`` of ``user_id``."""
+        self._after_warm_up()
         from llama_index_memory_hierarchy.knowledge.base import KnowledgeBase, kb_namespace
         from llama_index_memory_hierarchy.tools import RagToolSpec
 
