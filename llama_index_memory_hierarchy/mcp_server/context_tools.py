@@ -12,10 +12,11 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, ToolAnnotations
+from mcp.types import CallToolResult
 from pydantic import Field
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
+from llama_index_memory_hierarchy.mcp_server.arguments import READ, UserArg
 from llama_index_memory_hierarchy.mcp_server.results import (
     MemoryRecord,
     MemoryStats,
@@ -34,13 +35,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _MAX_TIMELINE = 200
 _MAX_RELATED = 50
-UserArg = Annotated[
-    str | None,
-    Field(
-        description="Leave this out: the server already knows whose memory it serves. Only an admin token "
-        "may name another user; any other value is refused."
-    ),
-]
 
 
 async def profile_text(memory: HierarchicalMemory, profile: UserProfile | None = None) -> str:
@@ -66,9 +60,8 @@ def register_context_tools(
     """Add the four tools to ``server``; ``memory_for`` and ``tools_for`` give the hierarchy and the tool spec
     a request acts for, ``structured`` runs a tool body as the other structured tools do (refusals become
     tool errors naming the field)."""
-    read = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
-    @server.tool(annotations=read)
+    @server.tool(annotations=READ)
     async def timeline(
         ctx: Context,
         since: Annotated[
@@ -107,7 +100,7 @@ def register_context_tools(
 
         return await structured(run)
 
-    @server.tool(annotations=read)
+    @server.tool(annotations=READ)
     async def profile(ctx: Context, user_id: UserArg = None) -> Annotated[CallToolResult, Profile]:
         """What is known about the user: their preferences and facts, best first, each with its memory id.
 
@@ -124,7 +117,7 @@ def register_context_tools(
 
         return await structured(run)
 
-    @server.tool(annotations=read)
+    @server.tool(annotations=READ)
     async def related_entities(
         entity: Annotated[str, Field(description="A person, place, thing or 'User' (the user themself).")],
         ctx: Context,
@@ -156,7 +149,7 @@ def register_context_tools(
 
         return await structured(run)
 
-    @server.tool(annotations=read)
+    @server.tool(annotations=READ)
     async def memory_stats(ctx: Context, user_id: UserArg = None) -> Annotated[CallToolResult, MemoryStats]:
         """How much is in memory, per tier, as JSON (counts and each tier's statistics).
 

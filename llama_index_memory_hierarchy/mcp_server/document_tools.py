@@ -9,11 +9,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, ToolAnnotations
+from mcp.types import CallToolResult
 from pydantic import Field
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.mcp_server.access import DocumentRoots
+from llama_index_memory_hierarchy.mcp_server.arguments import READ, WRITE, NamespaceArg, UserArg
 from llama_index_memory_hierarchy.mcp_server.results import (
     Answer,
     Citation,
@@ -29,13 +30,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Most paths one ingest_documents call takes.
 _MAX_PATHS = 100
-UserArg = Annotated[
-    str | None,
-    Field(
-        description="Leave this out: the server already knows whose memory it serves. Only an admin token "
-        "may name another user; any other value is refused."
-    ),
-]
 
 
 async def _aingest(spec: RagToolSpec, roots: DocumentRoots, paths: list[str], *, field: str) -> CallToolResult:
@@ -76,14 +70,12 @@ def register_document_tools(
 ) -> None:
     """Add the four tools to ``server``; ``documents_for`` gives the document tools of the user a request acts
     for in a namespace, ``structured`` runs a tool body as the other tools do."""
-    read = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-    write = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
 
-    @server.tool(annotations=write)
+    @server.tool(annotations=WRITE)
     async def add_document(
         path: Annotated[str, Field(description="A file inside the server's document folders.")],
         ctx: Context,
-        namespace: Annotated[str, Field(description="Which knowledge base (default 'docs').")] = "docs",
+        namespace: NamespaceArg = "docs",
         user_id: UserArg = None,
     ) -> Annotated[CallToolResult, DocumentsAdded]:
         """Add one file to the user's knowledge base (re-adding a changed file replaces it), for search_documents.
@@ -94,13 +86,13 @@ def register_document_tools(
         """
         return await structured(lambda: _aingest(documents_for(ctx, user_id, namespace), roots, [path], field="path"))
 
-    @server.tool(annotations=write)
+    @server.tool(annotations=WRITE)
     async def ingest_documents(
         paths: Annotated[
             list[str], Field(min_length=1, max_length=_MAX_PATHS, description="Files or folders to ingest.")
         ],
         ctx: Context,
-        namespace: Annotated[str, Field(description="Which knowledge base (default 'docs').")] = "docs",
+        namespace: NamespaceArg = "docs",
         user_id: UserArg = None,
     ) -> Annotated[CallToolResult, DocumentsAdded]:
         """Ingest files and whole folders into the user's knowledge base: new files added, changed ones
@@ -112,11 +104,11 @@ def register_document_tools(
         """
         return await structured(lambda: _aingest(documents_for(ctx, user_id, namespace), roots, paths, field="paths"))
 
-    @server.tool(annotations=read)
+    @server.tool(annotations=READ)
     async def search_documents(
         query: Annotated[str, Field(description="What to look for in the user's documents.")],
         ctx: Context,
-        namespace: Annotated[str, Field(description="Which knowledge base (default 'docs').")] = "docs",
+        namespace: NamespaceArg = "docs",
         limit: Annotated[int, Field(ge=1, le=20, description="How many passages.")] = 5,
         user_id: UserArg = None,
     ) -> Annotated[CallToolResult, Passages]:
@@ -154,11 +146,11 @@ def register_document_tools(
 
         return await structured(run)
 
-    @server.tool(annotations=read)
+    @server.tool(annotations=READ)
     async def ask_documents(
         question: Annotated[str, Field(description="A complete question about the user's documents.")],
         ctx: Context,
-        namespace: Annotated[str, Field(description="Which knowledge base (default 'docs').")] = "docs",
+        namespace: NamespaceArg = "docs",
         user_id: UserArg = None,
     ) -> Annotated[CallToolResult, Answer]:
         """Answer a question from the user's own documents, with numbered citations; says so when they lack it.

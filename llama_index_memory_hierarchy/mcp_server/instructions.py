@@ -15,6 +15,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
+from llama_index_memory_hierarchy.mcp_server.arguments import DESTROY, READ
 from llama_index_memory_hierarchy.mcp_server.results import (
     Instruction,
     InstructionAdded,
@@ -45,11 +46,9 @@ def register_instruction_tools(
     """Add ``list_instructions``, ``add_instruction`` and ``remove_instruction`` to ``server``; ``tools_for``
     gives the tool spec of the user a request acts for, ``call`` and ``structured`` run a tool body as the
     other tools do."""
-    read = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-    write = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False)
-    destroy = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True)
+    write = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False)  # may end rules
 
-    @server.tool(annotations=read)
+    @server.tool(annotations=READ)
     async def list_instructions(
         ctx: Context,
         include_history: Annotated[bool, Field(description="Also the rules a newer one replaced.")] = False,
@@ -96,7 +95,7 @@ def register_instruction_tools(
 
         return await structured(run)
 
-    @server.tool(annotations=destroy)
+    @server.tool(annotations=DESTROY)
     async def remove_instruction(
         instruction_id: Annotated[str, Field(description="The full id from list_instructions.")],
         ctx: Context,

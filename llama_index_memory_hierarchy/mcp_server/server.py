@@ -25,11 +25,12 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, ToolAnnotations
+from mcp.types import CallToolResult
 from pydantic import Field
 
 from llama_index_memory_hierarchy.errors import MemoryHierarchyError, MemoryValidationError
 from llama_index_memory_hierarchy.mcp_server.access import DocumentRoots, Principal, TokenTable
+from llama_index_memory_hierarchy.mcp_server.arguments import DESTROY, READ, WRITE, UserArg
 from llama_index_memory_hierarchy.mcp_server.context_tools import profile_text, register_context_tools
 from llama_index_memory_hierarchy.mcp_server.document_tools import register_document_tools
 from llama_index_memory_hierarchy.mcp_server.instructions import register_instruction_tools
@@ -88,13 +89,6 @@ _BEARER = re.compile(r"Bearer [A-Za-z0-9\-._~+/]+=*")
 WritableTier = Literal["semantic", "episodic", "working"]
 SearchTier = Literal["all", "working", "episodic", "semantic", "perceptual", "procedural"]
 ListTier = Literal["all", "episodic", "semantic", "perceptual"]
-UserArg = Annotated[
-    str | None,
-    Field(
-        description="Leave this out: the server already knows whose memory it serves. Only an admin token "
-        "may name another user; any other value is refused."
-    ),
-]
 
 
 class MemoryService:
@@ -322,11 +316,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
         except MemoryValidationError as exc:
             raise ToolError(str(exc)) from None
 
-    write = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
-    read = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-    destroy = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True)
-
-    @server.tool(annotations=write)
+    @server.tool(annotations=WRITE)
     async def remember(
         content: Annotated[str, Field(description="One self-contained statement, third person.")],
         ctx: Context,
@@ -366,7 +356,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
 
         return await _structured(run)
 
-    @server.tool(annotations=read)
+    @server.tool(annotations=READ)
     async def recall(
         query: Annotated[str, Field(description="What to look for, in plain words.")],
         ctx: Context,
@@ -410,7 +400,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
 
         return await _structured(run)
 
-    @server.tool(annotations=destroy)
+    @server.tool(annotations=DESTROY)
     async def update_memory(
         memory_id: Annotated[str, Field(description="The full id from recall or remember.")],
         ctx: Context,
@@ -435,7 +425,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
 
         return await _structured(run)
 
-    @server.tool(annotations=destroy)
+    @server.tool(annotations=DESTROY)
     async def forget(
         memory_ids: Annotated[
             list[str], Field(min_length=1, max_length=_MAX_FORGET, description="The full ids from recall or remember.")
@@ -467,7 +457,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
 
         return await _structured(run)
 
-    @server.tool(annotations=destroy)
+    @server.tool(annotations=DESTROY)
     async def forget_all(
         confirm: Annotated[str, Field(description="The user id whose memory is erased, typed out to confirm.")],
         ctx: Context,
@@ -491,7 +481,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
 
         return await _structured(run)
 
-    @server.tool(annotations=read)
+    @server.tool(annotations=READ)
     async def list_memories(
         ctx: Context,
         tier: Annotated[ListTier, Field(description="Which tier (default all stored ones).")] = "all",
@@ -543,7 +533,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
 
         return await _structured(run)
 
-    @server.tool(annotations=read)
+    @server.tool(annotations=READ)
     async def get_memory(
         memory_id: Annotated[str, Field(description="The full id from recall, list_memories or remember.")],
         ctx: Context,
@@ -585,7 +575,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
 
         return await _structured(run)
 
-    @server.tool(annotations=read)
+    @server.tool(annotations=READ)
     async def fact_history(
         entity: Annotated[str, Field(description="A person, place or thing, or 'User' for the user themself.")],
         ctx: Context,
