@@ -1,7 +1,10 @@
 """User erasure: remove one user from every store of a deployment ("right to be forgotten").
 
 ``aerase_user(context, user_id)`` first commits a *pending-erasure* record (the user id, in
-``lifecycle_erasures``), then removes, in this order:
+``lifecycle_erasures``; the lifecycle's writes for the user are refused while it is there), cancels the
+user's background work in this process and takes the user's consolidation lock, which a consolidation
+in another process holds across its LLM call (so that one ends before anything is deleted), then
+removes, in this order:
 
 1. **Vector points**: every vector space the user has records in (the text space, the
    perceptual tier's satellite spaces such as phash/CLIP/audio, and every embedded space
@@ -48,6 +51,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
 from llama_index_memory_hierarchy.instrumentation import traced
+from llama_index_memory_hierarchy.lifecycle.consolidation import Consolidator
 from llama_index_memory_hierarchy.lifecycle.sessions import acancel_background, live_memories
 from llama_index_memory_hierarchy.lifecycle.tables import COMPACTION_PENDING, LifecycleStore
 from llama_index_memory_hierarchy.perception.files import FileStore
@@ -159,7 +163,36 @@ async def _aerase(context: StoreContext, user_id: str, compact: bool) -> Erasure
     store = LifecycleStore(context)
     await store.abegin_erasure(user_id)  # committed first: a kill from here on is finished on the next open
     await context.accesses.adiscard(user_id)  # queued bumps and access-log rows: none is written after this
-    await _areset_live(context, user_id, report)
+    report.cancelled_tasks = await acancel_background(context, user_id)  # this process's, before its lock
+    # a consolidation of the user in another process holds the lock across its LLM call: it ends first (its
+    # lifecycle writes are refused from now on, see above), so what it stored is deleted below, not after
+    async with context.lock(Consolidator, user_id):
+        indexes, graphs = await _adelete_everything(context, user_id, report)
+        # nothing of the user is left but bytes: the record naming them gives way to one naming nobody
+        await store.aend_erasure(user_id, then=COMPACTION_PENDING if compact else None)
+    if compact:
+        await _acompact(context, indexes.values(), graphs)
+        await store.aend_erasure(COMPACTION_PENDING)
+        report.compacted = True
+    logger.info(
+        "erased user #%s: %d rows, %d vector points, %d graph nodes, %d files",
+        user_digest(user_id),
+        report.total_rows,
+        sum(report.vectors.values()),
+        report.graph.get("nodes", 0),
+        report.files,
+    )
+    return report
+
+
+async def _adelete_everything(
+    context: StoreContext, user_id: str, report: ErasureReport
+) -> tuple[dict[str, Any], list[Any]]:
+    """Steps 1-5 of the module docstring; the vector indexes and graph stores the user was in."""
+    for memory in live_memories(context, user_id):
+        await memory.deps.areset_context()
+        memory.compressor.forget_cached()
+        report.live_memories += 1
 
     # 1. every vector space the user may have points in, open before the deletes are applied
     indexes = await _aopen_spaces(context, user_id)
@@ -186,32 +219,7 @@ async def _aerase(context: StoreContext, user_id: str, compact: bool) -> Erasure
 
     # 5. in-process semantic index of the user
     await areset_semantic_state(context, user_id)
-
-    # nothing of the user is left but bytes: the record naming them gives way to one naming nobody
-    await store.aend_erasure(user_id, then=COMPACTION_PENDING if compact else None)
-    if compact:
-        await _acompact(context, indexes.values(), graphs)
-        await store.aend_erasure(COMPACTION_PENDING)
-        report.compacted = True
-    logger.info(
-        "erased user #%s: %d rows, %d vector points, %d graph nodes, %d files",
-        user_digest(user_id),
-        report.total_rows,
-        sum(report.vectors.values()),
-        report.graph.get("nodes", 0),
-        report.files,
-    )
-    return report
-
-
-async def _areset_live(context: StoreContext, user_id: str, report: ErasureReport) -> None:
-    # background work of the user (a consolidation already running) stops before anything is deleted: what it
-    # wrote so far is deleted below, and it writes nothing after (lifecycle writes also check the erasure record)
-    report.cancelled_tasks = await acancel_background(context, user_id)
-    for memory in live_memories(context, user_id):
-        await memory.deps.areset_context()
-        memory.compressor.forget_cached()
-        report.live_memories += 1
+    return indexes, graphs
 
 
 async def _aerase_graph(context: StoreContext, user_id: str, report: ErasureReport) -> list[Any]:

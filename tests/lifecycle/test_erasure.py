@@ -448,3 +448,47 @@ def test_verify_indexes_finds_lifecycle_rows_of_a_user_without_records(memory_fa
     report = run(averify_indexes(memory.context))
     assert not report.ok and report.lifecycle_orphans == {user_digest(RACER): 1}
     assert any("consolidation marks" in p for p in report.problems)
+
+
+def test_forget_user_waits_for_a_consolidation_running_in_another_process(tmp_path: Path) -> None:
+    """A consolidation in another process, its LLM mid-reply when ``forget_user`` runs here: before, the erasure
+    returned at once and the consolidation then wrote facts, marks and its audit event naming the user."""
+    import os
+    import subprocess
+    import sys
+
+    from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
+    from llama_index_memory_hierarchy.ops.verify import averify_indexes
+
+    folder = tmp_path / "memory"
+    common = {"persist_dir": str(folder), "embed_model": "hashing"}
+    bob = HierarchicalMemory.from_defaults(user_id=BOB, session_id="s1", **common)
+    bob.episodic.add(f"{BOB_WORD} is the name of my kayak")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    child_script = Path(__file__).with_name("consolidation_child.py")
+    with open(tmp_path / "child.err", "wb") as err:
+        child = subprocess.Popen(
+            [sys.executable, str(child_script), str(folder), RACER, RACER_SESSION],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=env,
+        )
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline().decode().strip()  # blocks until the child's LLM is mid-reply
+        assert line == "REPLYING", f"{line!r}; see {tmp_path / 'child.err'}"
+        racer = HierarchicalMemory.from_defaults(user_id=RACER, session_id="eraser", **common)
+        racer.manager.forget_user()
+        outcome = child.stdout.readline().decode().strip()  # what the consolidation did after the erasure
+        assert child.wait(60) == 0, (tmp_path / "child.err").read_text()
+    finally:
+        if child.poll() is None:
+            child.kill()
+    for needle in (RACER, RACER_SESSION):
+        leftovers = {t for t, v in sqlite_cells(folder / "memory.db") if contains(v, needle)}
+        assert not leftovers, (needle, leftovers)
+    assert bob.context.runtime.run(averify_indexes(bob.context)).ok
+    assert outcome == "UserErasedError", outcome  # its writes after the erasure began were refused
+    assert bob.context.runtime.run(bob.context.records.count(BOB, namespace=None)) == 1  # the other user intact
+    racer.close()
+    bob.close()
