@@ -40,10 +40,14 @@ from llama_index_memory_hierarchy.stores.base import Record
 from llama_index_memory_hierarchy.stores.context import StoreContext
 from llama_index_memory_hierarchy.stores.schema import memories, user_scoped_tables
 from llama_index_memory_hierarchy.tiers.semantic import areset_semantic_state
+from llama_index_memory_hierarchy.tiers.semantic.facts import FACT
 from llama_index_memory_hierarchy.tiers.tierset import TierSet
-from llama_index_memory_hierarchy.types import MemoryItem, MemoryType, file_sha256, validate_identifier
+from llama_index_memory_hierarchy.types import MemoryItem, MemoryType, as_utc, file_sha256, validate_identifier
 
 logger = logging.getLogger(__name__)
+
+#: The times a fact record keeps in its metadata (ISO strings), read back whenever the user's facts load.
+_FACT_TIMES = ("valid_at", "invalid_at", "expired_at")
 
 
 async def aimport_user(
@@ -109,6 +113,14 @@ async def _aimport(
     on_conflict: str,
     files: list[tuple[str, str, bytes]],
 ) -> ImportReport:
+    records_data = document.get("records") or []
+    for position, data in enumerate(records_data):  # every record and table row checked before a write
+        validate_identifier(data.get("namespace", "memory"), f"records[{position}].namespace")
+        decode_vector(data.get("embedding"), f"records[{position}].embedding")
+        _record_item(dict(data), f"records[{position}]", user_id)
+    for position, data in enumerate(document.get("working") or []):
+        _record_item(dict(data), f"working[{position}]", user_id)
+    plan = _table_plan(document.get("tables") or {}, user_id)
     store = LifecycleStore(context)
     await store.aensure_tables()
     report = ImportReport(user_id=user_id)
@@ -116,7 +128,7 @@ async def _aimport(
     exported_space = document.get("text_space")
     current_space = await context.aspace()
     records: list[Record] = []
-    for position, data in enumerate(document.get("records") or []):
+    for position, data in enumerate(records_data):
         data = dict(data)
         namespace = validate_identifier(data.pop("namespace", "memory"), f"records[{position}].namespace")
         space = data.pop("space", None)
@@ -129,7 +141,7 @@ async def _aimport(
         raw = metadata.get(TURN_MESSAGE_KEY)
         if isinstance(raw, str) and refs:
             data["metadata"] = metadata = {**metadata, TURN_MESSAGE_KEY: _remap_block_files(raw, refs)}
-        item = MemoryItem.create(turn=TURN_SIGNATURE_KEY in metadata, **data)
+        item = _record_item(data, f"records[{position}]", user_id)
         if vector is not None and space == exported_space and space != current_space:
             vector, space = None, None  # another text model: embed again
             report.reembedded += 1
@@ -144,7 +156,7 @@ async def _aimport(
         if missing:
             await context.awrite(missing, embed=True)
     report.records = len(records)
-    report.tables = await _aimport_tables(context, document.get("tables") or {}, user_id)
+    report.tables = await _aimport_tables(context, plan)
     await _arefresh_semantic(context, user_id, records)
     report.working = await _aimport_working(context, document.get("working") or [], user_id)
     for memory in live_memories(context, user_id):
@@ -229,8 +241,25 @@ async def _aresolve_conflicts(
     return records
 
 
-async def _aimport_tables(context: StoreContext, tables: dict[str, Any], user_id: str) -> dict[str, int]:
-    counts: dict[str, int] = {}
+def _record_item(data: dict[str, Any], where: str, user_id: str) -> MemoryItem:
+    """The item of the record at ``where`` (``records[3]``), its fields (a fact's times in its metadata too) checked,
+    errors naming the record: an out-of-range time written here would make every later read of the user fail."""
+    data = {k: v for k, v in data.items() if k not in ("namespace", "space", "embedding")}
+    data["user_id"] = user_id
+    metadata = data.get("metadata") or {}
+    try:
+        if isinstance(metadata, dict) and metadata.get("kind") == FACT:
+            for key in _FACT_TIMES:
+                if metadata.get(key) is not None:
+                    as_utc(metadata[key], f"metadata.{key}")
+        return MemoryItem.create(turn=isinstance(metadata, dict) and TURN_SIGNATURE_KEY in metadata, **data)
+    except MemoryValidationError as exc:
+        message = str(exc).removeprefix(f"{exc.field}: ")
+        raise MemoryValidationError(f"{where}.{exc.field}", message) from None
+
+
+def _table_plan(tables: dict[str, Any], user_id: str) -> list[tuple[sa.Table, list[dict[str, Any]]]]:
+    """The rows to write per registered table, as the user's, each time column checked (epoch seconds in range)."""
     known = {t.name: t for t in user_scoped_tables()}
     plan: list[tuple[sa.Table, list[dict[str, Any]]]] = []
     for name, rows in tables.items():
@@ -239,12 +268,27 @@ async def _aimport_tables(context: StoreContext, tables: dict[str, Any], user_id
             logger.warning("import: table %r is not registered here; its rows are left out", name)
             continue
         skip = autoincrement_columns(table)
+        times = {c.name for c in table.c if isinstance(c.type, sa.Double)}  # the lifecycle tables' times
         clean = []
-        for row in rows:
+        for position, row in enumerate(rows):
             values = {k: uncell(v) for k, v in row.items() if k in table.c and k not in skip}
+            for key in times & set(values):
+                values[key] = _epoch_seconds(values[key], f"tables.{name}[{position}].{key}")
             values["user_id"] = user_id
             clean.append(values)
         plan.append((table, clean))
+    return plan
+
+
+def _epoch_seconds(value: Any, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise MemoryValidationError(field, f"expected epoch seconds, got {type(value).__name__}")
+    as_utc(value, field)  # bounded; the number itself is kept (a datetime would round it)
+    return value
+
+
+async def _aimport_tables(context: StoreContext, plan: list[tuple[sa.Table, list[dict[str, Any]]]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
 
     async def work(conn: Any) -> None:
         for table, rows in plan:
@@ -276,7 +320,7 @@ async def _aimport_working(context: StoreContext, working: list[dict[str, Any]],
     targets = live_memories(context, user_id)
     if not working or not targets:
         return 0
-    items = [MemoryItem.create(**{**data, "user_id": user_id}) for data in working]
+    items = [_record_item(dict(data), f"working[{n}]", user_id) for n, data in enumerate(working)]
     for memory in targets:
         for item in items:
             await memory.deps.tiers.working.aadd(item)

@@ -238,3 +238,47 @@ def test_import_rebuilds_the_graph_store_the_memory_was_given(make_memory, tmp_p
     custom.delete_relations(keys, user_id="alice")  # the graph lost its relation; the records kept the fact
     memory.manager.import_user(path)
     assert custom.relation_keys("alice") == keys
+
+
+#: Where each out-of-range time is put in an export, and the field its refusal must name (issue 36, item 3).
+_BAD_TIMES = [
+    ("record timestamp", "records.timestamp", "9999-12-31T23:59:59.999999Z"),
+    ("fact valid_at", "records.metadata.valid_at", "9999-12-31T23:59:59.999999"),
+    ("fact invalid_at", "records.metadata.invalid_at", "not a time"),
+    ("table time", "tables.lifecycle_events.at", 1e300),
+    ("table time as text", "tables.lifecycle_events.at", "yesterday"),
+]
+
+
+@pytest.mark.parametrize(("where", "field", "value"), _BAD_TIMES, ids=[b[0] for b in _BAD_TIMES])
+def test_an_import_with_a_time_out_of_range_is_refused_before_anything_is_written(
+    memory_factory, tmp_path: Path, where: str, field: str, value: Any
+) -> None:
+    """Before: a fact's ``valid_at`` past year 9998 was written and then made every fact of the user unreadable, and
+    a table's time was written as given (a text, 1e300); now the import names the field and writes nothing."""
+    memory = memory_factory()
+    memory.semantic.add_fact("User", "lives_in", "Utrecht")
+    memory.episodic.add("A walk along the canal with Noor")
+    path = tmp_path / "alice.json"
+    memory.manager.export_user(None, path)
+    document = json.loads(path.read_text())
+    if field.startswith("tables."):
+        events = document["tables"].setdefault("lifecycle_events", [])
+        events.append({"user_id": "alice", "at": value, "action": "note", "detail": "{}"})
+        expected = f"tables.lifecycle_events[{len(events) - 1}].at"
+    else:
+        kind = "fact" if "metadata" in field else None
+        position = next(
+            i for i, r in enumerate(document["records"]) if kind is None or r["metadata"].get("kind") == kind
+        )
+        record = document["records"][position]
+        target, key = (record["metadata"], field.rsplit(".", 1)[1]) if kind else (record, "timestamp")
+        target[key] = value
+        expected = f"records[{position}].{field.removeprefix('records.')}"
+    path.write_text(json.dumps(document))
+    target_memory = memory_factory(user_id="bob", persist_dir=str(tmp_path / "elsewhere"))
+    with pytest.raises(MemoryValidationError) as refused:
+        target_memory.manager.import_user(path)
+    assert str(refused.value).startswith(f"{expected}: "), str(refused.value)
+    assert snapshot(target_memory, "bob") == [] and target_memory.manager.export_user(None, tmp_path / "b.json")
+    assert target_memory.semantic.get_facts("User") == []

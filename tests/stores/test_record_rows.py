@@ -3,6 +3,7 @@ memory unreadable: every read clamps it with a logged warning, and ``get``/``rem
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 from pathlib import Path
@@ -51,3 +52,28 @@ def test_a_row_stored_past_year_9999_leaves_the_user_readable(tmp_path: Path, ca
         assert memory.episodic.remove(bad) and memory.episodic.get(bad) is None
         assert [i.id for i in memory.episodic.get_timeline()] == [good]
     assert "a stored time out of range" in caplog.text
+
+
+@pytest.mark.parametrize("valid_at", ["9999-12-31T23:59:59.999999+00:00", "9999-12-31T23:00:00-05:00", "not a time"])
+def test_a_fact_whose_stored_valid_at_is_out_of_range_leaves_the_user_readable(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, valid_at: str
+) -> None:
+    """A fact keeps ``valid_at`` in its metadata; one past the bounds (or no time at all) made loading the user's
+    facts raise, and with it every search, ``get()`` and stats of the user."""
+    folder = tmp_path / "memory"
+    with _open(folder) as memory:
+        fact = memory.semantic.add_fact("Noor", "lives_in", "Utrecht")
+        memory.episodic.add("A walk along the canal with Noor")
+    with sqlite3.connect(folder / "memory.db") as db:
+        (raw,) = db.execute("SELECT metadata FROM memories WHERE id = ?", (fact,)).fetchone()
+        db.execute(
+            "UPDATE memories SET metadata = ? WHERE id = ?",
+            (json.dumps({**json.loads(raw), "valid_at": valid_at}), fact),
+        )
+    with caplog.at_level(logging.WARNING), _open(folder) as memory:
+        assert [f.id for f in memory.semantic.get_facts("Noor")] == [fact]
+        assert fact in [item.id for item in memory.search("where does Noor live?", 5)]
+        assert "Utrecht" in str(memory.get("where does Noor live?"))
+        assert memory.semantic.get_stats()["count"] >= 1
+        assert memory.semantic.remove(fact) and memory.semantic.get_facts("Noor") == []
+    assert "stored valid_at cannot be used" in caplog.text

@@ -8,11 +8,14 @@ that every ``SemanticMemory`` of that user sees the same facts.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from llama_index_memory_hierarchy.entity_resolution import Entity, EntityRegistry
+from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.extraction import NAME_PREDICATE, USER_ENTITY
 from llama_index_memory_hierarchy.tiers.semantic.facts import FACT, Fact
 from llama_index_memory_hierarchy.types import as_utc
@@ -20,6 +23,25 @@ from llama_index_memory_hierarchy.types import as_utc
 if TYPE_CHECKING:
     from llama_index_memory_hierarchy.stores.base import Record
     from llama_index_memory_hierarchy.stores.context import StoreContext
+
+logger = logging.getLogger(__name__)
+
+
+def stored_valid_at(value: Any, timestamp: datetime) -> datetime:
+    """A fact record's stored ``valid_at`` as an aware time; one out of range or unreadable (a row written before
+    times were bounded, or by hand) is clamped, or replaced by the record's own time, with a warning: one bad row
+    must not make every fact of the user unreadable."""
+    if value is None:
+        return timestamp
+    try:
+        return as_utc(value, "valid_at")
+    except MemoryValidationError as exc:
+        try:
+            moment = as_utc(value, "valid_at", clamp=True)
+        except MemoryValidationError:
+            moment = timestamp
+        logger.warning("a fact's stored valid_at cannot be used (%s); it reads as %s", exc, moment.isoformat())
+        return moment
 
 
 @dataclass
@@ -67,7 +89,7 @@ class SemanticState:
                     predicate=meta["predicate"],
                     object_id=meta["object_id"],
                     current=meta.get("invalid_at") is None,
-                    valid_at=as_utc(meta.get("valid_at") or item.timestamp),
+                    valid_at=stored_valid_at(meta.get("valid_at") or None, item.timestamp),
                     metadata=dict(meta),
                     importance=item.importance,
                 )
