@@ -66,12 +66,9 @@ def run_mcp(args: argparse.Namespace, out: Output) -> int:
         DocumentRoots,
         Principal,
         TokenTable,
-        readable_by_others,
     )
 
-    tokens = TokenTable.from_file(tokens_file) if args.http else None
-    if tokens is not None and readable_by_others(tokens_file):
-        out.warn(f"{tokens_file}: other users of this machine may read the tokens (chmod 600 {tokens_file})")
+    tokens = TokenTable.from_file(tokens_file) if args.http else None  # warns of a file others may read
     roots = DocumentRoots(args.document_root)
     config = load_config(args)
     llm = resolve_cli_llm(args)

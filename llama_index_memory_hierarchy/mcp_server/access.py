@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # Python 3.10: the same parser as a backport
     import tomli as tomllib
+
+logger = logging.getLogger(__name__)
 
 #: Shortest accepted token: a guessable bearer token is no access control.
 MIN_TOKEN_CHARS = 16
@@ -146,7 +149,8 @@ class TokenTable:
 
     @classmethod
     def from_file(cls, path: str | Path) -> TokenTable:
-        """Read a TOML (``.toml``) or JSON token file; a bad file is refused with the line at fault."""
+        """Read a TOML (``.toml``) or JSON token file; a bad file is refused with the line at fault, and one that
+        others may read is logged as a warning (``lmh mcp`` shows it when it starts)."""
         file = Path(path).expanduser()
         try:
             raw = file.read_text("utf-8")
@@ -165,7 +169,10 @@ class TokenTable:
             except (ValidationError, MemoryValidationError) as exc:
                 reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
                 raise MemoryValidationError("tokens", f"entry {position + 1} of {str(file)!r}: {reason}") from None
-        return cls(entries)
+        table = cls(entries)
+        if readable_by_others(file):
+            logger.warning("%s: other users of this machine may read the tokens (chmod 600 %s)", file, file)
+        return table
 
     def lookup(self, token: str) -> Principal | None:
         """The principal of ``token``, or None (compared in constant time against every entry)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
 
 
 USER_PARAMETERS = ("user", "user_id", "userid", "uid")
+#: A secret given for scripted use (``lmh ui --token-file``, ``LMH_UI_TOKEN``): too long to guess, and of the
+#: characters that pass unchanged through a link, a cookie and a bearer header.
+GIVEN_SECRET = re.compile(r"[A-Za-z0-9._~-]{16,512}")
 #: The memory a request shows: the served user's, or the one an operator chose (see Inspector.memory).
 _VIEWING: ContextVar[HierarchicalMemory | None] = ContextVar("lmh_ui_viewing", default=None)
 
@@ -52,6 +56,10 @@ class Inspector:
         self.allow_edits = allow_edits
         self.location = location
         self.csrf_token = secrets.token_urlsafe(32)
+        if access_token is not None and not GIVEN_SECRET.fullmatch(access_token):
+            raise MemoryValidationError(
+                "access_token", "must be 16 to 512 characters of A-Z, a-z, 0-9, '.', '_', '~' and '-'"
+            )
         #: The run's secret (the ``?token=`` of the printed link, then the cookie).
         self.access_token = access_token or secrets.token_urlsafe(32)
         # cookies are not scoped by port: a name of its own per secret keeps two inspectors apart

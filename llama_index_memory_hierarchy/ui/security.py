@@ -14,8 +14,9 @@ PAGE_POLICY = (
     "default-src 'none'; style-src 'self'; img-src 'self' data:; frame-src 'self'; form-action 'self'; "
     "frame-ancestors 'none'; base-uri 'none'"
 )
-#: Paths served without the run's secret: nothing of any memory is in them.
-OPEN_PATHS = ("/healthz", "/favicon.ico", "/static/")
+#: Paths served without the run's secret: nothing of any memory is in them. Exact paths, not prefixes: any
+#: other path (``/static/nothing`` too) needs the secret, so even its error page shows no user's name.
+OPEN_PATHS = frozenset({"/healthz", "/favicon.ico", "/static/ui.css", "/static/favicon.svg"})
 
 
 class RunSecret:
@@ -31,7 +32,7 @@ class RunSecret:
         self.inspector = inspector
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or str(scope["path"]).startswith(OPEN_PATHS):
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
         inspector = self.inspector

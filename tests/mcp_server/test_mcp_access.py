@@ -88,3 +88,17 @@ def test_a_token_file_readable_by_others_is_noticed(tmp_path: Path) -> None:
     for mode, exposed in ((0o600, False), (0o640, True), (0o604, True), (0o400, False)):
         path.chmod(mode)
         assert readable_by_others(path) is exposed, oct(mode)
+
+
+def test_loading_a_token_file_others_may_read_logs_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Not only ``lmh mcp``: a server built from the library with TokenTable.from_file warns too."""
+    path = tmp_path / "tokens.toml"
+    path.write_text(f'[[tokens]]\ntoken = "{ALICE}"\nuser = "alice"\n')
+    for mode, exposed in ((0o644, True), (0o600, False)):
+        path.chmod(mode)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="llama_index_memory_hierarchy.mcp_server.access"):
+            TokenTable.from_file(path)
+        warned = [r for r in caplog.records if "other users of this machine may read the tokens" in r.getMessage()]
+        assert bool(warned) is exposed, oct(mode)
+        assert ALICE not in caplog.text

@@ -114,6 +114,11 @@ async def test_missing_or_wrong_token_is_refused_and_nothing_is_written(server: 
             {"Authorization": f"BEARER {ALICE}"},
             {"Authorization": f"Bearer  {ALICE}"},
             {"Authorization": f"Bearer {ALICE} {ALICE}"},
+            {"Authorization": f"bearer:{ALICE}"},
+            {"Authorization": f"Bearer:{ALICE}"},
+            {"Authorization": f"Bearer\t{ALICE}"},
+            {"Authorization": f"Token {ALICE}"},
+            {"Authorization": f"Bearer {ALICE},Basic {ALICE}"},
         ):
             answer = await http.post(server.url, json=hello, headers={"Accept": "application/json", **headers})
             assert answer.status_code == 401, (headers, answer.status_code, answer.text)
