@@ -30,7 +30,7 @@ Leeds" -> ``User sister_lives_in Leeds``, "女儿2019年5月3日出生" -> ``Use
 Modules, each importing only those before it: ``relations`` (canonical predicates, negation),
 ``base`` (what an extraction yields, :class:`Extractor`), ``english`` (spaCy: a package of model,
 words, mentions, clause shapes and clauses), ``regex`` (English without spaCy), ``chinese`` (jieba),
-``offline``, ``llm``.
+``claims`` (claims of authority over the assistant and jokes: no facts), ``offline``, ``llm``.
 """
 
 from llama_index_memory_hierarchy.extraction.base import (

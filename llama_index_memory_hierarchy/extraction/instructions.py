@@ -135,6 +135,11 @@ _INJECTION = [
     re.compile(r"\b(?:jailbr(?:eak|oken)|developer mode|DAN mode|do anything now|unrestricted mode)\b", re.IGNORECASE),
     re.compile(r"\byou are (?:now )?(?:no longer|free from|not bound)\b", re.IGNORECASE),
     re.compile(
+        r"\b(?:forget|erase|drop)\s+(?:everything|all)\b.{0,30}?\b(?:told|said|given|learned|above|before)\b"
+        r"|\bobey\s+(?:me|my)\b|\byou\s+(?:will|must|shall)\s+(?:now\s+)?obey\b",
+        re.IGNORECASE,
+    ),
+    re.compile(
         r"(?:忽略|无视|忘记|忘掉|跳过|不要理会|别管)(?:你)?(?:之前|以前|前面|上面|以上|先前|所有|全部|一切|你的|系统)"
         r".{0,8}(?:指令|指示|规则|提示|设定|要求|命令)"
     ),

@@ -21,6 +21,7 @@ from llama_index_memory_hierarchy.extraction.base import (
     make_fact,
     with_user_name,
 )
+from llama_index_memory_hierarchy.extraction.claims import without_claims
 from llama_index_memory_hierarchy.extraction.offline import OfflineExtractor
 from llama_index_memory_hierarchy.extraction.relations import USER_ENTITY
 from llama_index_memory_hierarchy.language import FIRST_PERSON, FIRST_PERSON_PLURAL, HAN_CHAR, HAN_RUN, split_sentences
@@ -138,7 +139,7 @@ class LLMExtractor(Extractor):
                     facts.append(fact)
             entities = [ExtractedEntity(name=f.subject, type=f.subject_type) for f in facts]
             entities += [ExtractedEntity(name=f.object, type=f.object_type) for f in facts]
-            result = result.merge(Extraction(entities=entities, facts=facts))
+            result = result.merge(without_claims(Extraction(entities=entities, facts=facts), chunk))
         return with_user_name(result)
 
     async def aextract_many(self, texts: Sequence[str]) -> list[Extraction]:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from llama_index_memory_hierarchy.extraction.base import LATIN, Extraction, Extractor, with_user_name
 from llama_index_memory_hierarchy.extraction.chinese import jieba_extract, posseg
+from llama_index_memory_hierarchy.extraction.claims import without_claims
 from llama_index_memory_hierarchy.extraction.english import load_spacy, spacy_extract
 from llama_index_memory_hierarchy.extraction.regex import caps_extract
 from llama_index_memory_hierarchy.language import HAN_CHAR
@@ -74,7 +75,7 @@ class OfflineExtractor(Extractor):
         for i, text in enumerate(texts):
             if HAN_CHAR.search(text):
                 results[i] = results[i].merge(jieba_extract(text))
-        return [with_user_name(result) for result in results]
+        return [with_user_name(without_claims(result, text)) for result, text in zip(results, texts, strict=True)]
 
     async def aextract_many(self, texts: Sequence[str]) -> list[Extraction]:
         if not texts:
