@@ -19,6 +19,8 @@ CONFIDENCE_REGEX = 0.35
 
 #: Third-person names of the user: an MCP client or an agent writes "The user is vegetarian", "用户住在北京".
 USER_MENTIONS = {"user", "the user", "用户", "该用户", "这位用户"}
+#: Chat words that end a phrase without being part of it ("lives in Doha btw").
+_DISCOURSE_TAIL = re.compile(r"(?:\s+(?:btw|fwiw|imo|imho|tbh|lol|though|anyway|haha))+\W*$", re.IGNORECASE)
 LATIN = re.compile(r"[A-Za-z]")
 
 
@@ -26,6 +28,7 @@ def clean_name(name: str) -> str:
     """An entity mention as stored: whitespace collapsed, edge punctuation and possessive ``'s`` removed."""
     name = re.sub(r"\s+", " ", name).strip()
     name = re.sub(r"(?:'s|’s|')$", "", name).strip()
+    name = _DISCOURSE_TAIL.sub("", name)
     return name.strip(" \t\"'“”‘’.,;:!?()[]{}，。！？；：、")
 
 

@@ -420,7 +420,7 @@ class _ChineseReader:
             return negate_predicate(normalize_predicate(predicate)) if negated else predicate
 
         if negated and words[i - 1][0] in {"没有", "没"} and word not in ZH_VERBS and not flag.startswith("v"):
-            obj, _ = self._object(words, i)  # "我没有车"
+            obj = self._object(words, i)[0] or self._last_word(words, i, 1)  # "我没有车"
             self._add(subject, relation("has"), obj)
         elif word in {"是", "不是"}:
             self._copula(subject, words, rest, negated or word == "不是")
@@ -430,9 +430,12 @@ class _ChineseReader:
                 self._add(subject, NAME_PREDICATE, (obj[0], "PERSON"))
         elif word in _ZH_LIVE or word in _ZH_MOVE:
             j = rest + 1 if rest < len(words) and words[rest][0] in {"在", "到"} else rest
-            obj, _ = self._object(words, j)
+            obj = self._object(words, j)[0] or (self._last_word(words, j, 2) if j > rest else None)
             if obj is not None and (word not in {"生活", "居住"} or j > rest):
                 self._add(subject, relation("lives_in"), obj)
+        elif word == "出生" and rest + 1 < len(words) and words[rest][0] == "在" and not negated:
+            obj = self._object(words, rest + 1)[0] or self._last_word(words, rest + 1, 2)  # "我出生在西安"
+            self._add(subject, "born_in", obj)
         elif word == "在":
             self._located(subject, words, rest, relation)
         elif word == "对":
@@ -534,10 +537,17 @@ class _ChineseReader:
 
     def _job(self, words: list[tuple[str, str]], start: int) -> tuple[str, str] | None:
         """What follows 做/当: a noun phrase, or one last word jieba tagged otherwise ("会计" as a verb)."""
-        job, _ = self._object(words, start)
-        if job is None and start == len(words) - 1 and len(words[start][0]) > 1 and HAN_CHAR.search(words[start][0]):
-            job = (words[start][0], "CONCEPT")
-        return job
+        return self._object(words, start)[0] or self._last_word(words, start, 2)
+
+    @staticmethod
+    def _last_word(words: list[tuple[str, str]], start: int, shortest: int) -> tuple[str, str] | None:
+        """The clause's last word at ``start`` when jieba mistagged it ("大连" as an adverb, "车" as a morpheme)."""
+        if start != len(words) - 1:
+            return None
+        word, flag = words[start]
+        if len(word) < shortest or not HAN_CHAR.fullmatch(word[0]) or flag.startswith(("u", "y", "e", "x", "p", "c")):
+            return None
+        return (word, "CONCEPT")
 
 
 def jieba_extract(text: str) -> Extraction:

@@ -49,12 +49,16 @@ PREDICATE_ALIASES: dict[str, str] = {
     "工作于": "works_at",
 }
 
+#: British spellings of predicate words folded onto one ("favourite_band" is "favorite_band").
+_BRITISH_SPELLINGS = {"favourite": "favorite", "neighbour": "neighbor", "colour": "color"}
+_BRITISH = re.compile(r"(?<![a-z])(?:favourite|neighbour|colour)(?![a-z])")
 _NEGATIVE_PREFIXES = ("does_not_", "is_not", "not_", "did_not_")
 
 
 def normalize_predicate(predicate: str) -> str:
     """Canonical predicate: lower case, words joined by ``_``, common synonyms folded."""
     text = re.sub(r"[^\w]+", "_", predicate.strip().lower()).strip("_")
+    text = _BRITISH.sub(lambda m: _BRITISH_SPELLINGS[m.group(0)], text)
     return PREDICATE_ALIASES.get(text, text) or "related_to"
 
 

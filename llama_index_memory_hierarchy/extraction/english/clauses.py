@@ -10,12 +10,14 @@ from llama_index_memory_hierarchy.extraction.base import ExtractedFact, Extracti
 from llama_index_memory_hierarchy.extraction.english.shapes import FactShapes
 from llama_index_memory_hierarchy.extraction.english.words import (
     CONDITIONAL_MARKS,
+    GREETINGS,
     HEDGES,
     HYPOTHETICAL_MODALS,
     REQUEST_VERBS,
     SINGLE_CLAUSE_MARKS,
+    TRANSIENT_ADJECTIVES,
 )
-from llama_index_memory_hierarchy.extraction.relations import USER_ENTITY
+from llama_index_memory_hierarchy.extraction.relations import NAME_PREDICATE, USER_ENTITY
 from llama_index_memory_hierarchy.language import THIRD_PERSON
 
 
@@ -27,7 +29,10 @@ class SpacyReader(FactShapes):
         out: list[ExtractedFact | None] = []
         for sent in self.doc.sents:
             self.reported = any(self._the_user(t) for t in sent)
-            if not self._skip_sentence(sent):
+            introduction = self._introduction(sent)
+            if introduction is not None:
+                out.append(introduction)
+            elif not self._skip_sentence(sent):
                 out.extend(self._relation_nouns(sent))
                 for token in sent:
                     if token.dep_ in {"ROOT", "conj", "advcl", "parataxis"} and token.pos_ in {"VERB", "AUX"}:
@@ -36,6 +41,23 @@ class SpacyReader(FactShapes):
                 if ent.label_ == "PERSON":
                     self.people.append(ent.text)
         return unique_facts(out)
+
+    def _introduction(self, sent: Any) -> ExtractedFact | None:
+        """ "I'm Greta." / "hi, I'm Tariq!": the whole sentence gives the user's name (small models often tag a
+        lone first name as an adjective or organisation); nationalities and states ("I'm Italian") are not names."""
+        words = [t for t in sent if not t.is_punct]
+        while words and words[0].lower_ in GREETINGS:
+            words = words[1:]
+        if len(words) not in {3, 4} or words[0].lower_ != "i" or words[1].lower_ not in {"am", "'m", "’m", "m"}:
+            return None
+        name = words[2:]
+        if any(not t.is_title or t.lower_ in TRANSIENT_ADJECTIVES for t in name):
+            return None
+        if any(t.i in self.ent_of and self.ent_of[t.i].label_ in {"NORP", "LANGUAGE", "GPE"} for t in name):
+            return None
+        text = " ".join(t.text for t in name)
+        self.user_names.update({text, name[0].text})
+        return self._make((USER_ENTITY, "PERSON"), NAME_PREDICATE, (text, "PERSON"))
 
     @staticmethod
     def _skip_sentence(sent: Any) -> bool:

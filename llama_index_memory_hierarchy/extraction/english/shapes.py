@@ -133,8 +133,8 @@ class FactShapes(Mentions):
             return [self._make(subject, "dislikes", self.thing(target))] if target is not None else []
         if lemma in {"quit", "leave"} and verb.tag_ == "VBD" and not negated:
             jobs = [d for d in dobjs if d.lemma_ in {"job", "position", "role"}]
-            if jobs:  # "I quit my job at Oracle"
-                return self._employer(subject, jobs[0], True)
+            if jobs:  # "I quit my job at Oracle" (the "at" on the job, or on the verb by small models)
+                return self._employer(subject, jobs[0], True) or self._employer(subject, verb, True)
         word = self._predicate_word(verb, negated, prefix)
         for dobj in dobjs:
             polarity = negated or any(c.dep_ == "det" and c.lower_ == "no" for c in dobj.children)
@@ -158,8 +158,8 @@ class FactShapes(Mentions):
             for target in [pobj, *self._conjuncts(pobj)]:
                 born = normalize_predicate(predicate) in {"born_in", "born_on"}
                 obj = self.thing(target, allow_dates=born)
-                if obj is None:
-                    continue
+                if obj is None or (born and target.pos_ != "PROPN" and target.i not in self.ent_of):
+                    continue  # "born ..., in case you need it": a birth is in a place or on a date
                 if born and target.i in self.ent_of and self.ent_of[target.i].label_ in {"DATE", "TIME"}:
                     predicate = "born_on"
                 out.append(self._make(subject, predicate, obj))
@@ -187,6 +187,9 @@ class FactShapes(Mentions):
         for child in verb.children:
             if child.dep_ == "attr":
                 out.extend(self._attribute(subject, child, negated))
+                for conj in self._conjuncts(child):  # "I'm vegan and allergic to soy"
+                    if conj.pos_ == "ADJ":
+                        out.extend(self._adjective(subject, conj, negated))
             elif child.dep_ == "acomp":
                 for target in [child, *self._conjuncts(child)]:
                     out.extend(self._adjective(subject, target, negated))

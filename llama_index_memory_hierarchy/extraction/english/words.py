@@ -25,6 +25,8 @@ ASPECT_VERBS = {"start": False, "begin": False, "continue": False, "keep": False
 HYPOTHETICAL_MODALS = {"would", "could", "might", "may", "should", "must", "ought", "shall"}
 FUTURE = {"will", "'ll", "shall"}
 HEDGES = {"maybe", "perhaps", "probably", "possibly", "hopefully", "supposedly", "apparently"}
+#: Openers before an introduction ("hi, I'm Tariq").
+GREETINGS = {"hi", "hello", "hey", "oh", "well", "so", "ok", "okay", "yes", "yeah"}
 CONDITIONAL_MARKS = {"if", "unless", "whether", "though", "although"}
 #: Verbs of saying and thinking: what follows them is reported or uncertain, not a fact.
 REPORTING_VERBS = {
@@ -59,7 +61,7 @@ KIN_NOUNS = {
     "daughter": "daughter", "son": "son", "sister": "sister", "brother": "brother", "mother": "mother",
     "mom": "mother", "mum": "mother", "father": "father", "dad": "father", "parents": "parents", "wife": "wife",
     "husband": "husband", "partner": "partner", "grandmother": "grandmother", "grandfather": "grandfather",
-    "aunt": "aunt", "uncle": "uncle", "cousin": "cousin", "kids": "children", "children": "children",
+    "aunt": "aunt", "uncle": "uncle", "cousin": "cousin", "kid": "kid", "kids": "children", "children": "children",
     "boyfriend": "boyfriend", "girlfriend": "girlfriend", "fiance": "fiance", "fiancee": "fiancee",
 }  # fmt: skip
 KIN_MARK = "kin:"
