@@ -33,3 +33,31 @@ async def test_offline_precision_and_recall_floors(language: str, part: str) -> 
     small_talk = [e for e in examples if e.kind == "smalltalk"]
     extracted = await OfflineExtractor().aextract_many([e.text for e in small_talk])
     assert {e.text: x.facts for e, x in zip(small_talk, extracted, strict=True) if x.facts} == {}
+
+
+ISSUE32 = HERE.parent / "data" / "extraction"  # the set of issue 32: forms of naming the user, two halves
+FORMS = {"first", "third", "byname", "compound", "negative", "others", "nofact"}
+
+
+def test_the_issue32_set_has_both_halves_every_form_and_sentences_without_facts() -> None:
+    english = load("en", ISSUE32 / "dev") + load("en", ISSUE32 / "holdout")
+    chinese = load("zh", ISSUE32 / "dev") + load("zh", ISSUE32 / "holdout")
+    assert len(english) >= 150 and len(chinese) >= 100
+    for examples in (english, chinese):
+        assert {e.kind for e in examples} == FORMS
+        assert all(not e.facts for e in examples if e.kind == "nofact")
+        assert sum(e.kind == "nofact" for e in examples) >= 15
+
+
+@pytest.mark.parametrize("part", ["dev", "holdout"])
+@pytest.mark.parametrize("language", ["en", "zh"])
+async def test_offline_floors_on_the_issue32_set(language: str, part: str) -> None:
+    if language == "en" and load_spacy() is None:
+        pytest.skip("the English floors are those of the spaCy path")
+    examples = load(language, ISSUE32 / part)
+    extracted = await OfflineExtractor().aextract_many([e.text for e in examples])
+    result = score(examples, extracted)
+    assert result.precision >= PRECISION_FLOOR, result.wrong
+    assert result.recall >= RECALL_FLOOR[language], result.missed
+    silent = {e.text: x.facts for e, x in zip(examples, extracted, strict=True) if e.kind == "nofact" and x.facts}
+    assert silent == {}  # questions, hypotheticals, jokes, claims of authority
