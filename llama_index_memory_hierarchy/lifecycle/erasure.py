@@ -109,7 +109,7 @@ def disk_spaces(persist_dir: Path) -> dict[str, int]:
         return found
     for folder in sorted(root.iterdir()):
         config = folder / "edge_config.json"
-        if not config.is_file():
+        if folder.name.startswith(".") or not config.is_file():  # a rebuild's leftover is no space
             continue
         try:
             found[folder.name] = int(json.loads(config.read_text("utf-8"))["vectors"][""]["size"])

@@ -66,6 +66,7 @@ from llama_index_memory_hierarchy.stores.record_sql import SQLRecordStore
 from llama_index_memory_hierarchy.stores.registry import ContextRegistry
 from llama_index_memory_hierarchy.stores.shared import SharedState
 from llama_index_memory_hierarchy.stores.vector._common import check_vector
+from llama_index_memory_hierarchy.stores.vector.edge_rebuild import recover_rebuilds
 from llama_index_memory_hierarchy.stores.worklock import WorkLock, WorkLocks
 from llama_index_memory_hierarchy.types import MemoryFilter, MemoryType
 
@@ -278,6 +279,9 @@ class StoreContext:
             await self.changes.astart()  # type: ignore[union-attr]
             await self.runtime.to_thread(_retire_vector_folder, self.persist_dir)
             return
+        if self._lock is not None and self.config.resolved_vector_backend == "edge":
+            # before any index opens or lists its folders: a rebuild a kill interrupted is finished or undone
+            await self.runtime.to_thread(recover_rebuilds, self.persist_dir / "vectors")
         await self._adrain_or_retry()
         if self._lock is not None and not self.config.vectors_on_server:
             # Vector indexes held by this process alone: repair any that lost acknowledged points.

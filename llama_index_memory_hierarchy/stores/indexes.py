@@ -8,7 +8,6 @@ no erased vector stays on disk are one concern, apart from the writes and reads 
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from llama_index_memory_hierarchy.stores.base import RecordStore, VectorIndex
 from llama_index_memory_hierarchy.stores.reconcile import reindex_space
 from llama_index_memory_hierarchy.stores.vector import as_vector_index, open_vector_index
 from llama_index_memory_hierarchy.stores.vector.edge import EdgeVectorIndex
+from llama_index_memory_hierarchy.stores.vector.edge_rebuild import staging_folder, switch_in
 from llama_index_memory_hierarchy.stores.vector.mirror import MirrorVectorIndex
 
 #: ``space -> the loader of its points`` where the indexes mirror an embedded folder's change log.
@@ -93,17 +93,23 @@ class VectorIndexes:
                 await optimize()
             return
         space, dim, folder = index.space, index.dim, index.path
-        async with self._lock:
+        async with self._lock:  # held until the new folder is in: a write to the space waits (aget)
             if self.by_space.get(space) is not index:
                 return  # already replaced
             del self.by_space[space]
             await index.close()
-            await asyncio.to_thread(shutil.rmtree, folder, True)
-            fresh = await asyncio.to_thread(lambda: EdgeVectorIndex(persist_dir, space, dim, flush_on_write=False))
-            self.by_space[space] = fresh  # writes from now on land in the new folder too
-        await reindex_space(records, fresh, space)
-        await fresh.flush()
-        fresh.flush_on_write = True
+            try:
+                staging = await asyncio.to_thread(staging_folder, folder)
+                fresh = await asyncio.to_thread(
+                    lambda: EdgeVectorIndex(persist_dir, space, dim, flush_on_write=False, folder=staging)
+                )
+                try:
+                    await reindex_space(records, fresh, space)
+                finally:
+                    await fresh.close()  # flushed: complete on disk before the switch
+                await asyncio.to_thread(switch_in, folder, staging)
+            finally:  # switched in, or the old folder as it was
+                self.by_space[space] = await asyncio.to_thread(lambda: EdgeVectorIndex(persist_dir, space, dim))
 
 
 def is_store(value: Any) -> bool:

@@ -308,24 +308,29 @@ def test_forget_user_on_postgresql_leaves_nothing_in_the_table_files(tmp_path: P
 CHILD = Path(__file__).with_name("erasure_child.py")
 
 
-def _kill_child_at(tmp_path: Path, folder: Path, stage: str) -> None:
-    """Run the erasing child until it stalls at ``stage``, then SIGKILL it."""
+def _kill_child_at(tmp_path: Path, folder: Path, stage: str, *backend: str, after: float = 0.0) -> None:
+    """Run the erasing child until it stalls at ``stage`` (and ``after`` seconds more), then SIGKILL it."""
     import os
     import signal
     import subprocess
     import sys
+    import time
 
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with open(tmp_path / "child.err", "ab") as err:
         child = subprocess.Popen(
-            [sys.executable, str(CHILD), str(folder), ERIN, stage], stdout=subprocess.PIPE, stderr=err, env=env
+            [sys.executable, str(CHILD), str(folder), ERIN, stage, *backend],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=env,
         )
     assert child.stdout is not None
     line = child.stdout.readline().decode().strip()  # blocks until the child stalls (or dies)
+    time.sleep(after)
     child.send_signal(signal.SIGKILL)
     child.wait(30)
     assert line == "STALLED", f"the child did not reach {stage}: {line!r}; see {tmp_path / 'child.err'}"
-    assert child.returncode == -signal.SIGKILL
+    assert child.returncode == -signal.SIGKILL or after, child.returncode  # with a delay it may finish first
 
 
 def test_sigkill_during_erasure_is_finished_on_the_next_open(tmp_path: Path) -> None:
@@ -375,6 +380,37 @@ def test_sigkill_during_erasure_is_finished_on_the_next_open(tmp_path: Path) -> 
         again.close()
     for needle in (ERIN, ERIN_WORD, ERIN_SESSION):
         assert raw_hits(folder, needle) == [], needle
+
+
+def test_sigkill_while_the_erasure_rebuilds_a_vector_folder_leaves_one_that_opens(tmp_path: Path) -> None:
+    """qdrant-edge backend, killed while the compaction removes a folder, right after its edge_config.json went:
+    before, that was the live folder (``shutil.rmtree``) and every open failed 'corrupt: it has segments but no
+    edge_config.json', so the erasure was never finished. Now it is the old folder, already switched out."""
+    from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
+    from llama_index_memory_hierarchy.ops.verify import averify_indexes
+
+    folder = tmp_path / "memory"
+    common = {"persist_dir": str(folder), "embed_model": "hashing", "vector_backend": "edge"}
+    erin = HierarchicalMemory.from_defaults(user_id=ERIN, session_id=ERIN_SESSION, **common)
+    erin.episodic.add(f"{ERIN_WORD} is what I call my bicycle")
+    erin.manager.add_memory(f"My cat {ERIN_WORD.capitalize()} loves tuna.", "semantic", 0.9)
+    erin.close()
+    bob = HierarchicalMemory.from_defaults(user_id=BOB, session_id="s1", **common)
+    for n in range(3):
+        bob.episodic.add(f"{BOB_WORD} is the name of my kayak, number {n}")
+    bob.close()
+
+    _kill_child_at(tmp_path, folder, "unlink", "edge")
+
+    again = HierarchicalMemory.from_defaults(user_id=BOB, session_id="s1", **common)
+    try:
+        assert not [p.name for p in (folder / "vectors").iterdir() if p.name.startswith(".")]
+        for needle in (ERIN, ERIN_WORD, ERIN_SESSION):
+            assert raw_hits(folder, needle) == [], needle
+        assert len(again.episodic.retrieve(f"{BOB_WORD} kayak", 5)) == 3
+        assert again.context.runtime.run(averify_indexes(again.context)).ok
+    finally:
+        again.close()
 
 
 def test_forget_user_erases_the_graph_store_the_memory_was_given(make_memory, tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 One shard folder per vector space, ``<persist_dir>/vectors/<space>``; cosine distance;
 payload indexes on the filter fields; HNSW built per user (see :class:`EdgeVectorIndex`).
+A rebuild is written beside the folder (``folder=``) and switched in by renames (``edge_rebuild``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from llama_index_memory_hierarchy.stores.vector._common import (
     validate_dim,
     validate_space,
 )
+from llama_index_memory_hierarchy.stores.vector.edge_rebuild import recover_rebuild
 from llama_index_memory_hierarchy.types import validate_identifier
 
 logger = logging.getLogger(__name__)
@@ -99,10 +101,15 @@ class EdgeVectorIndex(VectorIndex):
         full_scan_threshold_kb: int = 10_000,
         search_ef: int | None = None,
         max_search_threads: int | None = None,
+        folder: str | Path | None = None,
     ) -> None:
         self.space = validate_space(space)
         self.dim = validate_dim(dim)
         self.path = (Path(persist_dir).expanduser() / "vectors" / self.space).resolve()
+        if folder is None:
+            recover_rebuild(self.path)  # a rebuild a kill interrupted: finished or undone before the open
+        else:  # a rebuild written beside the space's folder (``edge_rebuild``)
+            self.path = Path(folder).resolve()
         self.flush_on_write = flush_on_write
         self.optimize_every = optimize_every
         self._hnsw = (hnsw_m, hnsw_ef_construct, full_scan_threshold_kb, hnsw_payload_m)
