@@ -215,9 +215,7 @@ class FileStore:
         lock_fd: int | None = None
         try:
             if copy:
-                fd, temp_name = tempfile.mkstemp(dir=self._staging, suffix=".part")
-                temp = Path(temp_name)
-                lock_fd = _hold(fd)
+                fd, temp, lock_fd = _new_held_copy(self._staging)
                 out = os.fdopen(fd, "wb")
             while True:
                 chunk = stream.read(self.chunk_bytes)
@@ -373,6 +371,22 @@ class FileStore:
             with contextlib.suppress(OSError):
                 if part.stat().st_mtime < cutoff:
                     part.unlink()
+
+
+def _new_held_copy(staging: Path) -> tuple[int, Path, int | None]:
+    """A new staging file, its path and the descriptor that holds it. An erasure may take and delete the file
+    between its creation and the hold (it is not held yet): then the hold is on a deleted file, so make another."""
+    while True:
+        fd, name = tempfile.mkstemp(dir=staging, suffix=".part")
+        lock_fd = _hold(fd)
+        try:
+            if os.stat(name).st_ino == os.fstat(fd).st_ino:
+                return fd, Path(name), lock_fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+        if lock_fd is not None:
+            os.close(lock_fd)
 
 
 def _hold(fd: int) -> int | None:

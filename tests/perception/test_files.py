@@ -119,3 +119,23 @@ def test_lmh_forget_everything_removes_staging_leftovers(tmp_path: Path) -> None
     run_lmh("forget", "--everything", "--yes", *common).ok()
     assert not leftover.exists()
     assert not any(SECRET[:19] in p.read_bytes() for p in folder.rglob("*") if p.is_file())
+
+
+def test_a_copy_deleted_by_an_erasure_before_its_hold_is_made_again(tmp_path: Path, monkeypatch) -> None:
+    """The instant between a staging file's creation and its hold: an erasure then takes the empty file for a
+    leftover and deletes it. The write made the rest of its copy in the deleted file and failed on commit."""
+    import llama_index_memory_hierarchy.perception.files as files
+
+    store = FileStore(tmp_path)
+    hold, raced = files._hold, []
+
+    def erasure_first(fd: int) -> int | None:
+        if not raced:
+            raced.append(store.remove_staging_leftovers())  # another thread's erasure, in the window
+        return hold(fd)
+
+    monkeypatch.setattr(files, "_hold", erasure_first)
+    staged = store.stage(SECRET)
+    assert raced == [1]
+    ref = store.commit(staged, "alice", "bin")
+    assert store.resolve(ref, "alice").read_bytes() == SECRET
