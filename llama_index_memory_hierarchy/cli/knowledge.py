@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,7 @@ def open_knowledge_base(
 
 
 def run_ingest(args: argparse.Namespace, out: Output) -> int:
-    missing = [p for p in args.paths if not Path(p).expanduser().exists()]
+    missing = [p for p in args.paths if not os.path.exists(Path(p).expanduser())]  # False for a name too long
     if missing:
         raise CLIError(f"no such file or folder: {missing[0]!r}")
     if args.chunk_size < 16 or not 0 <= args.chunk_overlap < args.chunk_size:

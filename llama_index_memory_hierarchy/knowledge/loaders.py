@@ -327,6 +327,13 @@ def discover(
     for entry in paths_or_dir:
         path = Path(entry).expanduser()
         found: list[Path]
+        try:
+            path.stat()
+        except FileNotFoundError:
+            pass  # reported below, as missing
+        except OSError as exc:  # a name too long for the file system, a loop of links, no permission
+            errors.append(DocumentLoadError(path, exc.strerror or type(exc).__name__))
+            continue
         if path.is_dir():
             found = sorted(
                 p

@@ -26,7 +26,7 @@ from llama_index_memory_hierarchy.mcp_server.results import (
     Timeline,
     tool_result,
 )
-from llama_index_memory_hierarchy.types import parse_moment, validate_identifier
+from llama_index_memory_hierarchy.types import parse_moment, validate_content, validate_identifier
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
@@ -136,7 +136,8 @@ def register_context_tools(
 
         async def run() -> CallToolResult:
             semantic: Any = memory.semantic
-            related = await semantic.aget_related_entities(entity, depth=depth, limit=limit)
+            name = validate_content(entity, "entity")  # the tier's own check would name its parameter, 'name'
+            related = await semantic.aget_related_entities(name, depth=depth, limit=limit)
             shown = [RelatedEntity.model_validate(r.model_dump()) for r in related]
             result = RelatedEntities(entity=entity, related=shown)
             if not related:

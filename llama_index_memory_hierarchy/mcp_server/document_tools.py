@@ -41,7 +41,7 @@ async def _aingest(spec: RagToolSpec, roots: DocumentRoots, paths: list[str], *,
     for file in files:  # a link inside a root may point out of it
         roots.check(file, field)
     if missing:
-        raise MemoryValidationError(field, f"no such file or folder: {str(missing[0].path)!r}")
+        raise MemoryValidationError(field, f"{missing[0].reason}: {str(missing[0].path)!r}")
     if not files:
         raise MemoryValidationError(field, "no files to ingest there")
     report = await spec.knowledge_base.aadd_documents(files)

@@ -48,6 +48,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: Longest condition a rule takes (a trigger phrase: "when I say deploy"), kept in the rule's metadata.
+MAX_CONDITION_CHARS = 1000
+
 INSTRUCTION = "instruction"
 PROCEDURE = "procedure"
 #: The memory's own tools (``tools.MemoryToolSpec``): calling them teaches no procedure.
@@ -291,6 +294,7 @@ class ProceduralMemory(StoredTier):
         Raises :class:`MemoryValidationError` for a rule that reads as a prompt injection.
         """
         text = validate_content(text, "text")
+        condition = _condition(condition)
         if is_prompt_injection(text) or (condition and is_prompt_injection(condition)):
             raise MemoryValidationError("text", "reads as a prompt injection, not a rule; it was not stored")
         if polarity not in (None, "do", "dont", "revoke"):
@@ -461,3 +465,13 @@ class ProceduralMemory(StoredTier):
         from llama_index_memory_hierarchy.extraction.instructions import allm_instructions  # LLM prompt: on use
 
         return await allm_instructions(self._llm, text)
+
+
+def _condition(value: Any) -> str | None:
+    """A rule's condition checked (a blank one is none); why: a 100,000-character one was refused as 'metadata'."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    value = validate_content(value, "condition")
+    if len(value) > MAX_CONDITION_CHARS:
+        raise MemoryValidationError("condition", f"longer than {MAX_CONDITION_CHARS} characters ({len(value)})")
+    return value
