@@ -208,16 +208,16 @@ class MemoryToolSpec(RuntimeBound, BaseToolSpec):
         memory_id = validate_memory_id(memory_id)
         if content is None and importance is None:
             raise MemoryValidationError("content", "give the new content, the new importance, or both")
-        found = await self._find(memory_id)
-        if found is None:
+        item = await self.hierarchy.manager.aupdate_memory(memory_id, content, importance)  # in every tier
+        if item is None:
             return f"No memory with id={memory_id}; use recall to find the right id."
-        tier, _ = found
-        changed = await tier.aupdate(memory_id, content=content, importance=importance)
-        if not changed:
-            return f"No memory with id={memory_id}; use recall to find the right id."
-        item = await tier.aget(memory_id)
-        shown = _short(item.content) if item is not None else ""
-        return f"Updated {tier.memory_type.value} memory id={memory_id}: {shown}"
+        replacement = item.metadata.get("superseded_by") if content is not None else None
+        if replacement and item.metadata.get("invalid_at"):  # a fact corrected: kept as history
+            new = await self.hierarchy.semantic.aget(str(replacement))
+            now = f" Now id={replacement}: {_short(new.content)}" if new is not None else ""
+            ended = f"{_short(item.content)} no longer holds (kept as history)"
+            return f"Updated semantic memory id={memory_id}: {ended}.{now}"
+        return f"Updated {item.memory_type.value} memory id={memory_id}: {_short(item.content)}"
 
     # ------------------------------------------------------------------ forget
     def forget(self, memory_id: str) -> str:

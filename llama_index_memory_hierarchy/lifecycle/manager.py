@@ -412,6 +412,31 @@ class MemoryManager(RuntimeBound):
             await self.context.drain_outbox()
         return found or record is not None
 
+    async def aupdate_memory(
+        self, memory_id: str, content: str | None = None, importance: float | None = None
+    ) -> MemoryItem | None:
+        """Correct or re-weight a memory in every tier that holds it; the memory as it now reads, None when absent.
+
+        A turn that ``put`` recorded is working and episodic memory under one id: both change, and the
+        facts extracted from it are corrected with it, history kept (``SemanticMemory.arestate``); a
+        fact given new content ends as history (``SemanticMemory.aupdate``). The stored copy changes
+        first, so an error leaves both as they were.
+        """
+        memory_id = validate_memory_id(memory_id)
+        tiers = self.deps.tiers
+        records = await self.context.records.get(self.user_id, [memory_id])
+        held = [tiers.tier(records[0].item.memory_type)] if records else []
+        if await tiers.working.aget(memory_id) is not None:
+            held.append(tiers.working)
+        changed = [tier for tier in held if await tier.aupdate(memory_id, content=content, importance=importance)]
+        return await changed[0].aget(memory_id) if changed else None
+
+    def update_memory(
+        self, memory_id: str, content: str | None = None, importance: float | None = None
+    ) -> MemoryItem | None:
+        """Sync twin of :meth:`aupdate_memory`."""
+        return self.blocking(self.aupdate_memory(memory_id, content, importance))
+
     # ------------------------------------------------------------------ deletion, erasure and portability
     async def aforget_memories(self, ids: Sequence[str]) -> DeletionReport:
         """Delete memories by id from every tier, with everything derived from them; see :mod:`.deletion`."""

@@ -129,3 +129,36 @@ async def test_async_twins_from_the_callers_loop(memory_factory) -> None:
     assert await manager.apin(first) and (await manager.aunpin(first))
     item = MemoryItem(content="x")
     assert manager.effective_importance(item) == item.importance
+
+
+def test_update_memory_corrects_a_turn_in_every_tier_and_its_facts_keep_history(memory_factory) -> None:
+    """A put turn is working and episodic memory under one id; correcting it corrects its facts, dated."""
+    memory = memory_factory()
+    memory.put_messages(
+        [ChatMessage(role="user", content="I work at Initech."), ChatMessage(role="assistant", content="Noted.")]
+    )
+    memory.manager.consolidate()
+    (turn,) = [i for i in memory.episodic.get_session() if "Initech" in i.content]
+    assert memory.working.get(turn.id) is not None  # the session's copy, same id
+    (initech,) = memory.semantic.get_facts("Initech")
+
+    updated = memory.manager.update_memory(turn.id, content="I work at Globex.")
+    assert updated is not None and updated.memory_type == MemoryType.EPISODIC and "Globex" in updated.content
+    assert memory.working.get(turn.id).content == memory.episodic.get(turn.id).content == "I work at Globex."
+    history = {i.content: i.metadata for i in memory.semantic.get_facts("User", include_history=True)}
+    assert history["User works at Globex"]["invalid_at"] is None
+    assert history["User works at Initech"]["invalid_at"] >= history["User works at Initech"]["valid_at"]
+    assert memory.semantic.get_stats()["historical_facts"] == 1
+    assert memory.manager.update_memory("3f1c2a9e-8d3b-4c5e-9f6a-1b2c3d4e5f60", importance=0.3) is None
+
+    # a later turn that contradicts supersedes in turn; deleting the corrected turn leaves none of its facts
+    later = memory_factory(session_id="s2")
+    later.put_messages(
+        [ChatMessage(role="user", content="I work at Umbrella now."), ChatMessage(role="assistant", content="OK.")]
+    )
+    later.manager.consolidate()
+    assert {i.content for i in later.semantic.get_facts("User")} == {"User works at Umbrella"}
+    assert later.semantic.get_stats()["historical_facts"] == 2
+    later.manager.forget_memories([turn.id])
+    left = {i.id: i.content for i in later.semantic.get_facts("User", include_history=True)}
+    assert initech.id not in left and set(left.values()) == {"User works at Umbrella"}

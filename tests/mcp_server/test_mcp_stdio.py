@@ -95,3 +95,25 @@ async def test_stdio_remember_in_the_third_person_fills_the_profile_and_the_grap
         related = ok(await session.call_tool("related_entities", {"entity": "User", "depth": 1}))
         assert "Mia" in related and "Globex" in related, related
         assert json.loads(ok(await session.call_tool("memory_stats", {})))["semantic"]["historical_facts"] >= 1
+
+
+async def test_stdio_update_memory_on_a_recalled_fact_keeps_it_as_history(tmp_path: Path) -> None:
+    """An agent corrects the fact it found (not the statement it came from): the old one ends, dated, and stays."""
+    async with stdio_session(tmp_path / "memory", "alice") as session:
+        ok(await session.call_tool("remember", {"content": "The user works at Initech."}))
+        before = ok(await session.call_tool("fact_history", {"entity": "User", "relation": "works at"}))
+        (fact,) = ids(before)
+        corrected = ok(
+            await session.call_tool("update_memory", {"memory_id": fact, "content": "The user works at Globex."})
+        )
+        assert "no longer holds" in corrected and "Globex" in corrected, corrected
+        after = json.loads(ok(await session.call_tool("memory_stats", {})))["semantic"]
+        assert after["historical_facts"] == 1 and after["current_facts"] == 1
+        history = ok(await session.call_tool("fact_history", {"entity": "User", "relation": "works at"}))
+        old, new = history.splitlines()[1:]
+        assert fact in old and "Initech" in old and "-> now" not in old  # ended, with its end time
+        assert "Globex" in new and new.endswith("works at Globex") and "-> now" in new
+        profile = ok(await session.call_tool("profile", {}))
+        assert "works at Globex" in profile and "no longer" in profile and "works at Initech" in profile
+        unreadable = refused(await session.call_tool("update_memory", {"memory_id": fact, "content": "Hmm, okay."}))
+        assert "content" in unreadable

@@ -296,9 +296,7 @@ class SemanticMemory(StoredTier):
 
         The facts the new content states supersede those it contradicts; facts the statement no
         longer states end. Both stay as history (``historical_facts``, the profile's history).
-
-        A fact's content is its triplet: add the corrected fact instead (it supersedes a
-        functional one) and remove the wrong one.
+        A fact's new content is a correction of it (:meth:`_acorrect_fact`): the fact ends as history.
         """
         memory_id = self.check_id(memory_id)
         state = await self._astate()
@@ -307,9 +305,9 @@ class SemanticMemory(StoredTier):
             return False
         if memory_id in state.facts:
             if content is not None:
-                raise MemoryValidationError(
-                    "content", "a fact's content is its triplet; add the corrected fact instead"
-                )
+                if metadata:
+                    raise MemoryValidationError("metadata", "correct a fact's content or its metadata, not both")
+                return await self._acorrect_fact(state, memory_id, content, importance)
             if metadata and set(metadata) & {"subject", "predicate", "object", "subject_id", "object_id", "kind"}:
                 raise MemoryValidationError("metadata", "the triplet of a fact cannot be changed")
             done = await super().aupdate(memory_id, importance=importance, metadata=metadata)
@@ -325,6 +323,33 @@ class SemanticMemory(StoredTier):
         if done and content is not None and self.settings.extract_on_add:
             await self.arestate(memory_id, content)
         return done
+
+    async def _acorrect_fact(self, state: SemanticState, fact_id: str, content: str, importance: float | None) -> bool:
+        """A fact now reads ``content`` (an agent's correction of a recalled fact): kept as history, never lost.
+
+        ``content`` is kept as a statement and its facts are added citing it, so they supersede the
+        fact as a later turn would; when none of them does by itself ("likes jazz" corrected to "likes
+        blues"), the fact ends now, superseded by the first of them. Deleting the correction
+        reinstates the fact. Content that states no fact changes nothing: an error naming ``content``.
+        """
+        text = validate_content(content)
+        [extraction] = await self.extractor.aextract_many([text])
+        batch, _ = extracted_facts(
+            [extraction], [None], valid_at=None, importance=None, min_confidence=self.settings.min_confidence
+        )
+        if not batch:
+            raise MemoryValidationError(
+                "content", f"states no fact to correct {fact_id} with; write a statement like 'The user lives in Oslo.'"
+            )
+        old = state.facts[fact_id]
+        weight = importance if importance is not None else old.importance
+        statement = self.make_item(text, importance=weight, metadata={"kind": STATEMENT, "corrects": fact_id})
+        [statement_id] = await super().aadd_items([statement])
+        state.statements.add(statement_id)
+        [new_ids] = await self._aadd_extracted([extraction], [statement_id], None, weight)
+        if old.current and new_ids and fact_id not in new_ids:
+            await self.writer.aend(state, fact_id, superseded_by=new_ids[0])
+        return True
 
     async def arestate(self, source_id: str, content: str, *, only_cited: bool = False) -> int:
         """``source_id`` (a statement, or a turn facts were extracted from) now says ``content``: how many facts ended.

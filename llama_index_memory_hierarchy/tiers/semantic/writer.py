@@ -176,6 +176,26 @@ class FactWriter:
             await self.mirror.amirror(state, [f for f in changed if f.current], ended)
             return len(ended)
 
+    async def aend(self, state: SemanticState, fact_id: str, *, superseded_by: str) -> None:
+        """A current fact no longer holds from now: ended as history (``invalid_at``), reinstated if
+        ``superseded_by`` is deleted (:func:`reinstate_superseded`)."""
+        async with state.lock:
+            fact = state.facts.get(fact_id)
+            if fact is None or not fact.current:
+                return
+            now = utcnow().isoformat()
+            state.unindex(fact_id)
+            fact.current = False
+            fact.metadata = {**fact.metadata, "invalid_at": now, "expired_at": now, "superseded_by": superseded_by}
+            state.index(fact)
+            try:
+                await self.context.records.update(self.user_id, fact_id, metadata=fact.metadata)
+                await self.context.drain_outbox()
+            except BaseException:
+                state.loaded = False
+                raise
+            await self.mirror.amirror(state, [], [fact])
+
     async def adelete(self, state: SemanticState, fact_ids: Sequence[str]) -> None:
         """Delete fact records; reinstate facts they had superseded; drop orphan entities."""
         async with state.lock:

@@ -257,8 +257,8 @@ def test_forgetting_and_validation(make_memory) -> None:
         semantic.add_fact("   ", "likes", "tea")
     with pytest.raises(MemoryValidationError, match="same entity"):
         semantic.add_fact("Alice", "likes", "alice")
-    with pytest.raises(MemoryValidationError, match="content"):
-        semantic.update(keep, content="Alice likes coffee")
+    with pytest.raises(MemoryValidationError, match="content"):  # a correction must state a fact
+        semantic.update(keep, content="Well, maybe.")
     assert semantic.update(keep, importance=0.95)
     assert semantic.get(keep).importance == 0.95
 
@@ -348,3 +348,30 @@ def test_a_name_given_once_is_the_user_in_later_and_earlier_texts(make_memory) -
     assert ("is", "vegan") not in facts
     assert semantic.get_entity("Priya").id == semantic.get_entity("User").id
     assert ("is", "vegan") in {(f.metadata["predicate"], f.metadata["object"]) for f in semantic.get_facts("Tom")}
+
+
+def test_a_fact_given_new_content_ends_as_history_and_returns_when_the_correction_goes(make_memory) -> None:
+    """update(fact, content=...) is a correction, as an agent makes it on a fact it recalled: nothing is lost."""
+    semantic = make_memory().semantic
+    jazz = semantic.add_fact("User", "likes", "jazz", importance=0.7)
+    rome = semantic.add_fact("User", "lives_in", "Rome")
+    with pytest.raises(MemoryValidationError, match="content"):  # states no fact: nothing changes
+        semantic.update(jazz, content="Hmm, okay then.")
+    assert semantic.get_stats()["statements"] == 0 and semantic.get(jazz).metadata["invalid_at"] is None
+
+    assert semantic.update(jazz, content="The user likes blues.")  # not functional: ended by the correction
+    assert semantic.update(rome, content="The user lives in Turin.")  # functional: superseded as usual
+    now = {i.content: i for i in semantic.get_facts("User")}
+    assert set(now) == {"User likes blues", "User lives in Turin"}
+    assert now["User likes blues"].importance == 0.7
+    old = semantic.get(jazz).metadata
+    assert old["invalid_at"] and old["superseded_by"] == now["User likes blues"].id
+    assert semantic.get(rome).metadata["superseded_by"] == now["User lives in Turin"].id
+    stats = semantic.get_stats()
+    assert stats["historical_facts"] == 2 and stats["statements"] == 2
+    graph = json.loads(semantic.export_knowledge_graph(include_history=True))
+    assert len(graph["edges"]) == 4 and len(json.loads(semantic.export_knowledge_graph())["edges"]) == 2
+
+    (correction,) = now["User likes blues"].metadata["source_ids"]
+    assert semantic.remove(correction)  # the correction withdrawn: the fact it ended holds again
+    assert {i.content for i in semantic.get_facts("User")} == {"User likes jazz", "User lives in Turin"}
