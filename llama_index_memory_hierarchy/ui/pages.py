@@ -166,14 +166,29 @@ async def memories(request: Request) -> Response:
 
 
 async def graph(request: Request) -> Response:
+    """The current graph (drawn by ``/graph/view``) and, below it, the facts that no longer hold, with when."""
     app: Inspector = request.app.state.inspector
-    parsed = json.loads(await app.memory.semantic.aexport_knowledge_graph("json"))
+    semantic = app.memory.semantic
+    parsed = json.loads(await semantic.aexport_knowledge_graph("json"))
+    everything = json.loads(await semantic.aexport_knowledge_graph("json", include_history=True))
+    names = {node["id"]: node["label"] for node in everything["nodes"]}
+    superseded = [
+        {
+            "subject": names.get(edge["source"], edge["source"]),
+            "relation": edge["label"].replace("_", " "),
+            "object": names.get(edge["target"], edge["target"]),
+            **{key: edge["properties"].get(key) for key in ("fact_id", "valid_at", "invalid_at")},
+        }
+        for edge in everything["edges"]
+        if edge["properties"].get("status") != "current"
+    ]
     return app.page(
         request,
         "graph.html",
         title="Knowledge graph",
         nodes=len(parsed.get("nodes", [])),
         edges=len(parsed.get("edges", [])),
+        superseded=sorted(superseded, key=lambda fact: fact["invalid_at"] or "", reverse=True),
     )
 
 

@@ -181,6 +181,20 @@ def test_profile_page_shows_what_no_longer_holds(make_memory) -> None:
     assert "lives in Ghent" in history and "lives in Antwerp" not in history
 
 
+def test_graph_page_shows_corrected_facts_with_their_validity(make_memory) -> None:
+    """The graph draws what holds now; what an update ended is listed under it, with when it held."""
+    memory = make_memory(user_id="fay", session_id="lmh-ui")
+    memory.semantic.add("The user works at Initech.")
+    (fact,) = memory.semantic.get_facts("Initech")
+    memory.manager.update_memory(fact.id, content="The user works at Globex.")
+    page = client(memory, allow_edits=False).get("/graph").text
+    drawn, history = page.split('id="graph-history"')
+    assert "2 entities, 1 facts" in drawn
+    assert f'href="/memory/{fact.id}">User works at Initech' in history and "Globex" not in history
+    ended = memory.semantic.get(fact.id).metadata
+    assert ended["valid_at"][:16].replace("T", " ") in history and ended["invalid_at"][:16].replace("T", " ") in history
+
+
 def test_create_edit_and_bad_input(memory: Any) -> None:
     web = client(memory, allow_edits=True)
     token = web.app.state.inspector.csrf_token
