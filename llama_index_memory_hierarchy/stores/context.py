@@ -139,6 +139,7 @@ class StoreContext:
         try:
             runtime.run(self._astart())
         except BaseException:
+            self.work_locks.close()
             if self._lock is not None:
                 self._lock.release()
             raise

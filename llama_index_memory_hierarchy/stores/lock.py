@@ -9,19 +9,28 @@ any other process has the folder open, and keeps every other process out until i
 The lock is an ``flock`` on the folder's own directory inode, not on a file in it: deleting a file (the
 ``.lock`` that older releases locked) cannot release it, and whoever removes the folder removes the
 stores with it. ``.lock`` still receives the exclusive holder's pid, for the message only.
+
+The work locks (:mod:`.worklock`) are byte locks on ``.work.lock``, a file, so a deleted one would let a
+later opener lock a new file while earlier ones hold the old (two holders of one key, issue 36 item 5).
+So that file is only ever created by an opener alone with the folder; an open that finds it missing
+while other processes have the folder open is refused.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import time
 from pathlib import Path
 from typing import Literal
 
 from llama_index_memory_hierarchy.errors import StoreLockedError
+from llama_index_memory_hierarchy.stores.worklock import LOCK_FILE
 
 #: File holding the pid of an exclusive holder (informative: the lock itself is on the folder).
 PID_FILE = ".lock"
+#: How long an open waits for another opener, alone with the folder, to create the work-lock file.
+_CREATE_WAIT_S = 2.0
 
 
 class FolderLock:
@@ -33,12 +42,41 @@ class FolderLock:
         self.mode = mode
         self._fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         try:
+            self._ensure_work_lock_file()
             fcntl.flock(self._fd, (fcntl.LOCK_SH if mode == "shared" else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(self._fd)
             raise self._refusal() from None
+        except BaseException:
+            os.close(self._fd)
+            raise
         if mode == "exclusive":
             self._write_pid(str(os.getpid()))
+
+    def _ensure_work_lock_file(self) -> None:
+        """Create the work locks' file if missing, alone with the folder only (see the module docstring)."""
+        path = self.folder / LOCK_FILE
+        deadline = time.monotonic() + _CREATE_WAIT_S
+        while not path.exists():
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if self.mode == "exclusive":
+                    raise  # others have it open: refused as any job alone is
+                fcntl.flock(self._fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # a job alone with it: refused as usual
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+                if time.monotonic() > deadline:
+                    raise StoreLockedError(
+                        f"{self.folder}: {LOCK_FILE} was deleted while other processes have the folder open, so "
+                        "their work locks cannot be shared any more; close every process using the folder (apps, "
+                        "`lmh mcp`, `lmh ui`), then open it again"
+                    ) from None
+                time.sleep(0.02)  # another opener may be creating it, alone with the folder
+                continue
+            try:
+                os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)  # the mode's own lock is taken next
 
     def _refusal(self) -> StoreLockedError:
         holder = self._read_pid()

@@ -77,6 +77,7 @@ class _LockFile:
         self.path = folder / LOCK_FILE
         self._fd: int | None = None
         self._guard = threading.Lock()
+        self._descriptor()  # now, while the file is the one every opener of the folder has (stores.lock)
 
     def _descriptor(self) -> int:
         with self._guard:

@@ -147,3 +147,30 @@ def test_two_processes_ingesting_one_document_leave_one_version(tmp_path: Path) 
         kb.close()
     assert written[0] == written[1] > 50
     assert stats["documents"] == 1 and stats["chunks"] == written[0]  # not both versions' chunks
+
+
+def test_deleting_the_work_lock_file_does_not_let_a_second_holder_in(tmp_path: Path) -> None:
+    """``.work.lock`` deleted while a process holds a key in it: before, the next process to open the folder made
+    a new file and took the same key at once (two holders; the counter moved while the first still held it)."""
+    from llama_index_memory_hierarchy.stores.worklock import LOCK_FILE
+
+    folder = tmp_path / "memory_data"
+    folder.mkdir()
+    (folder / "counter.txt").write_text("0")
+    holder = _start(COUNTER, str(folder), "0", "600")
+    try:
+        _race(folder, holder)
+        _wait_for(holder, "HOLDING")
+        (folder / LOCK_FILE).unlink()
+        other = _start(COUNTER, str(folder), "5", "0")
+        assert other.wait(TIMEOUT) != 0  # refused to open: it could not share the holder's locks
+        assert f"{LOCK_FILE} was deleted while other processes have the folder open" in other.stderr.read()
+        assert (folder / "counter.txt").read_text() == "0"
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(TIMEOUT)
+    again = _start(COUNTER, str(folder), "5", "0")  # alone with the folder: the file is made again
+    _race(folder, again)
+    _wait_for(again, "DONE")
+    assert again.wait(TIMEOUT) == 0
+    assert (folder / "counter.txt").read_text() == "5" and (folder / LOCK_FILE).exists()
