@@ -17,6 +17,7 @@ from llama_index_memory_hierarchy.extraction import (
     LLMExtractor,
     OfflineExtractor,
     default_extractor,
+    load_spacy,
     normalize_predicate,
 )
 from llama_index_memory_hierarchy.extraction.english import model as spacy_model
@@ -315,3 +316,16 @@ async def test_the_extraction_set_through_the_llm_path(language: str) -> None:
     result = score(examples, await LLMExtractor(ScriptedLLM(script=script)).aextract_many([e.text for e in examples]))
     assert result.precision >= 0.95, result.wrong
     assert result.recall >= 0.95, result.missed
+
+
+async def test_a_sentence_of_a_name_alone_names_the_user_but_a_capitalised_word_does_not() -> None:
+    if load_spacy() is None:
+        pytest.skip("the introduction is read on spaCy's parse")
+    texts = ["I'm Petra. Karl is a baker.", "hi, I'm Tariq!", "I'm Retired.", "I'm Single.", "I'm Catholic."]
+    petra, tariq, *common = await OfflineExtractor().aextract_many(texts)
+    assert {(f.subject, f.predicate, f.object) for f in petra.facts} == {
+        ("User", "named", "Petra"),
+        ("Karl", "is", "baker"),
+    }
+    assert [(f.predicate, f.object) for f in tariq.facts] == [("named", "Tariq")]
+    assert all(f.predicate != "named" for x in common for f in x.facts)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from llama_index_memory_hierarchy.extraction.base import ExtractedFact, Extraction, unique_facts
+from llama_index_memory_hierarchy.extraction.english.model import common_word
 from llama_index_memory_hierarchy.extraction.english.shapes import FactShapes
 from llama_index_memory_hierarchy.extraction.english.words import (
     CONDITIONAL_MARKS,
@@ -55,6 +56,10 @@ class SpacyReader(FactShapes):
             return None
         if any(t.i in self.ent_of and self.ent_of[t.i].label_ in {"NORP", "LANGUAGE", "GPE"} for t in name):
             return None
+        person = all(t.i in self.ent_of and self.ent_of[t.i].label_ == "PERSON" for t in name)
+        known = common_word(name[-1].lower_)
+        if known & {"adj", "verb", "adv"} or (known and not person):
+            return None  # "I'm Vegan.", "I'm Retired.": a common word capitalised, not a name
         text = " ".join(t.text for t in name)
         self.user_names.update({text, name[0].text})
         return self._make((USER_ENTITY, "PERSON"), NAME_PREDICATE, (text, "PERSON"))

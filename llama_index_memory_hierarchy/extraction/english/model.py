@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from typing import Any
@@ -48,3 +49,23 @@ def load_spacy() -> Any | None:
             ", ".join(SPACY_MODELS),
         )
         return None
+
+
+
+@functools.lru_cache(maxsize=1)
+def _word_index() -> dict[str, frozenset[str]]:
+    """The lemmatizer's WordNet word lists by part of speech (empty without spaCy or its rule tables)."""
+    nlp = load_spacy()
+    if nlp is None or "lemmatizer" not in nlp.pipe_names:
+        return {}
+    lookups = nlp.get_pipe("lemmatizer").lookups
+    if not lookups.has_table("lemma_index"):
+        return {}
+    table = lookups.get_table("lemma_index")
+    return {pos: frozenset(table.get(pos, ())) for pos in ("adj", "verb", "adv", "noun")}
+
+
+def common_word(word: str) -> set[str]:
+    """The parts of speech (``adj``, ``verb``, ``adv``, ``noun``) under which WordNet knows lower-case ``word``
+    ("retired": adj; "greta": none), so a capitalised common word is not taken for a name."""
+    return {pos for pos, words in _word_index().items() if word in words}

@@ -31,3 +31,15 @@ def test_third_person_facts_about_other_people_stay_theirs(make_memory) -> None:
     semantic.add("Karl is a baker.")
     assert ("Karl", "is", "baker") in facts_of(semantic, "Karl")
     assert semantic.get_entity("Karl").id != semantic.get_entity("User").id
+
+
+def test_a_chinese_name_given_once_and_the_third_person_are_the_user(make_memory) -> None:
+    memory = make_memory()
+    semantic = memory.semantic
+    semantic.add("我叫张敏。")
+    semantic.add("张敏住在苏州。")
+    semantic.add("用户对芒果过敏。")
+    user = semantic.get_entity("User")
+    assert user is not None and "张敏" in set(user.aliases)
+    facts = {(p, o) for _, p, o in facts_of(semantic, "User")}
+    assert {("lives_in", "苏州"), ("is_allergic_to", "芒果")} <= facts
