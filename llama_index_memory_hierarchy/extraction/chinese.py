@@ -469,6 +469,11 @@ class _ChineseReader:
         rest = i + 1
         if _verb_object(word, words[i][1]):  # "喝酒", "打篮球": verb + object
             predicate, obj = ZH_VERBS[word[0]], (word[1:], "CONCEPT")
+            if word[1:] in ZH_VERBS:  # "爱看" + "电影": a liking whose object is the activity, 看电影
+                activity, _ = self._object(words, rest)
+                if activity is None:
+                    return
+                obj = (word[1:] + activity[0], "CONCEPT")
             self._add(subject, relation(predicate), obj)
             return
         preference = ZH_VERBS.get(word) in {"likes", "loves", "hates", "dislikes", "prefers"}

@@ -329,3 +329,16 @@ async def test_a_sentence_of_a_name_alone_names_the_user_but_a_capitalised_word_
     }
     assert [(f.predicate, f.object) for f in tariq.facts] == [("named", "Tariq")]
     assert all(f.predicate != "named" for x in common for f in x.facts)
+
+
+@pytest.mark.parametrize(
+    ("text", "fact"),
+    [
+        ("我爱看电影。", ("User", "loves", "看电影")),  # jieba's "爱看": the liking's object is the activity
+        ("我出生在西安。", ("User", "born_in", "西安")),
+        ("我哥哥住在大连。", ("User", "brother_lives_in", "大连")),  # "大连" tagged as an adverb
+    ],
+)
+async def test_chinese_facts_jieba_segments_or_tags_awkwardly(text: str, fact: tuple[str, str, str]) -> None:
+    extraction = await OfflineExtractor().aextract(text)
+    assert [(f.subject, f.predicate, f.object) for f in extraction.facts] == [fact]

@@ -51,7 +51,6 @@ def load_spacy() -> Any | None:
         return None
 
 
-
 @functools.lru_cache(maxsize=1)
 def _word_index() -> dict[str, frozenset[str]]:
     """The lemmatizer's WordNet word lists by part of speech (empty without spaCy or its rule tables)."""
