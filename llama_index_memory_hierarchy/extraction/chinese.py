@@ -108,6 +108,8 @@ _ZH_VERB_OBJECTS = {
     "发消息": "messages",
     "回复": "replies_to",
 }
+#: Diets jieba reads as one word ("我吃素": the user is vegetarian), and what each says the user is.
+_ZH_DIETS = {"吃素": "素食者", "吃斋": "素食者", "茹素": "素食者", "吃全素": "纯素食者"}
 _ZH_NO_LONGER = {"不再", "再也不", "已经不"}
 _ZH_HEDGES = {"可能", "也许", "大概", "好像", "或许", "估计", "似乎", "应该", "觉得", "认为", "猜", "听说"}
 _ZH_CONDITIONS = ("如果", "要是", "假如", "万一", "的话", "假设", "除非")
@@ -457,6 +459,8 @@ class _ChineseReader:
                 target, end = self._person(*words[rest]), rest + 1
             if target is not None and end < len(words) and words[end][0] in _ZH_VERB_OBJECTS:
                 self._add(subject, relation(_ZH_VERB_OBJECTS[words[end][0]]), target)
+        elif word in _ZH_DIETS:
+            self._add(subject, relation("is"), (_ZH_DIETS[word], "CONCEPT"))
         elif word in _ZH_JOB:
             obj = self._job(words, rest)
             if obj is not None:

@@ -348,12 +348,15 @@ class MemoryManager(RuntimeBound):
         self._profile_cache = (key, profile)
         return profile
 
-    async def aprofile_text(self, max_tokens: int | None = None) -> str:
-        """The profile block within ``max_tokens`` (default ``profile_token_limit``); "" when empty."""
+    async def aprofile_text(self, max_tokens: int | None = None, *, standing_only: bool = False) -> str:
+        """The profile block within ``max_tokens`` (default ``profile_token_limit``); "" when empty.
+
+        Standing facts (diet, allergies, language, ...) come first; ``standing_only``: nothing else.
+        """
         limit = self.settings.profile_token_limit if max_tokens is None else max_tokens
         if limit <= 0:
             return ""
-        return (await self._aprofile()).text(limit)
+        return (await self._aprofile()).text(limit, standing_only=standing_only)
 
     def profile_block(self, max_tokens: int | None = None, *, priority: int = 0) -> ProfileMemoryBlock:
         """The profile as a LlamaIndex memory block for ``llama_index.core.memory.Memory``."""

@@ -64,7 +64,7 @@ STANDING_PREDICATES = re.compile(
 STANDING_WORDS = re.compile(
     r"allerg|intoleran|vegetarian|vegan|pescatarian|kosher|halal|gluten|lactose|dairy[- ]free|diabet|celiac|"
     r"coeliac|pregnan|asthma|epilep|wheelchair|blind|deaf|disabilit|hearing aid|time ?zone|utc|gmt|"
-    r"素食|过敏|忌口|不吃|清真|糖尿病|怀孕|哮喘|轮椅|失明|听力|时区",
+    r"素食|纯素|过敏|不耐受|乳糖|忌口|不吃|清真|糖尿病|怀孕|哮喘|轮椅|残疾|失明|听力|时区",
     re.IGNORECASE,
 )
 
@@ -108,15 +108,20 @@ class UserProfile(BaseModel):
     def empty(self) -> bool:
         return not self.preferences and not self.facts
 
-    def text(self, max_tokens: int | None = None, *, header: bool = True) -> str:
-        """The compact block: a header, then ``- preference: ...`` and ``- fact: ...`` lines within ``max_tokens``."""
-        if self.empty:
+    def text(self, max_tokens: int | None = None, *, header: bool = True, standing_only: bool = False) -> str:
+        """The compact block: a header, then ``- preference: ...`` and ``- fact: ...`` lines within ``max_tokens``.
+
+        ``standing_only``: only the standing facts, what constrains an answer to any request (for a
+        request no memory is relevant to, the standing facts may still be; the rest of the profile not).
+        """
+        entries = [e for e in [*self.preferences, *self.facts] if e.standing or not standing_only]
+        if not entries:
             return ""
         lines: list[str] = [PROFILE_HEADER] if header else []
         used = count_tokens(PROFILE_HEADER) + 1 if header else 0
         added = 0
         # interleave by rank so that a small budget keeps the best of both kinds
-        for entry in sorted([*self.preferences, *self.facts], key=lambda e: e.rank):
+        for entry in sorted(entries, key=lambda e: e.rank):
             since = f", since {entry.since:%Y-%m-%d}" if entry.since is not None else ""
             line = f"- {entry.kind} (from the user{since}): {json.dumps(entry.text, ensure_ascii=False)}"
             cost = count_tokens(line) + 1

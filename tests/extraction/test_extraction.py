@@ -188,6 +188,8 @@ ISSUE_EXAMPLES = {
         (USER_ENTITY, "asked_to_automate", "每周的Excel销售报表"),
     },
     "我对花生过敏。": {(USER_ENTITY, "is_allergic_to", "花生")},
+    "我吃素，对花生过敏。": {(USER_ENTITY, "is", "素食者"), (USER_ENTITY, "is_allergic_to", "花生")},
+    "我不吃素。": {(USER_ENTITY, "is_not", "素食者")},
     "How are you today?": set(),
     "I'm so tired today.": set(),
     "If it rains, I will stay home.": set(),

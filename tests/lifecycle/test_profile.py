@@ -3,6 +3,7 @@ message and a LlamaIndex memory block."""
 
 from __future__ import annotations
 
+import pytest
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory import Memory
 
@@ -204,3 +205,47 @@ def test_a_qualified_job_is_still_an_identity_fact(memory_factory) -> None:
     memory = memory_factory()
     memory.manager.add_memory("I am a system administrator at Acme.", "semantic", 0.9)
     assert any("system administrator at Acme" in e.text for e in memory.manager.get_profile().facts)
+
+
+COOK_TONIGHT = {
+    "en": (
+        ["I'm vegetarian and I'm allergic to peanuts."],
+        [
+            "I work at Globex as a tax advisor.", "I play chess on Sundays.", "I like jazz.", "I drive a Volvo.",
+            "I love hiking in the Alps.", "I play the cello.", "I have two cats.", "I live in Utrecht.",
+        ],
+        "What should I cook tonight?",
+        ["is vegetarian", "is allergic to peanuts"],
+    ),
+    "zh": (
+        ["我吃素，对花生过敏。"],
+        ["我在上海做会计。", "我喜欢打篮球。", "我养了两只猫。", "我喜欢爵士乐。", "我开一辆沃尔沃。", "我住在杭州。"],
+        "今晚做什么菜？",
+        ["素食者", "花生"],
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("language", sorted(COOK_TONIGHT))
+def test_a_new_session_asking_what_to_cook_gets_the_diet_and_the_allergy(memory_factory, language: str) -> None:
+    """An agent's flow: the constraints said once among other things; a later session's get() shows them for a
+    request that shares no word with them, within a small budget that more important facts compete for."""
+    constraints, chatter, request, expected = COOK_TONIGHT[language]
+    first = memory_factory(session_id="monday")
+    for line in [*chatter[:3], *constraints, *chatter[3:]]:
+        first.put_messages([ChatMessage(role="user", content=line), ChatMessage(role="assistant", content="OK.")])
+    first.manager.end_session()
+    for fact in first.semantic.get_facts("User"):
+        if not any(word in fact.content for word in expected):  # the others matter more, on their own
+            first.semantic.update(fact.id, importance=0.95)
+    first.close()
+
+    later = memory_factory(session_id="friday", memory_context_token_limit=200)
+    later.put(ChatMessage(role="user", content=request))
+    messages = later.get()
+    [system] = [m for m in messages if m.role == MessageRole.SYSTEM]
+    assert all(word in system.content for word in expected), system.content
+    assert count_tokens(system.content) <= 200
+    standing = later.manager.get_profile().text(standing_only=True)  # for a request nothing else bears on
+    assert all(word in standing for word in expected) and not any(line in standing for line in chatter[3:])
+    assert len(standing.splitlines()) == 1 + len(expected)
