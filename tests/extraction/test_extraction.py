@@ -344,3 +344,13 @@ async def test_a_sentence_of_a_name_alone_names_the_user_but_a_capitalised_word_
 async def test_chinese_facts_jieba_segments_or_tags_awkwardly(text: str, fact: tuple[str, str, str]) -> None:
     extraction = await OfflineExtractor().aextract(text)
     assert [(f.subject, f.predicate, f.object) for f in extraction.facts] == [fact]
+
+
+async def test_a_relative_with_a_name_parsed_as_a_second_subject_is_that_person() -> None:
+    if load_spacy() is None:
+        pytest.skip("read on spaCy's parse")
+    extraction = await OfflineExtractor().aextract("My cousin Mira lives in Split.")
+    assert {(f.subject, f.predicate, f.object) for f in extraction.facts} == {
+        ("Mira", "cousin_of", "User"),
+        ("Mira", "lives_in", "Split"),
+    }  # not the user's cousin_lives_in, as if the cousin had no name

@@ -72,6 +72,9 @@ class SpacyReader(FactShapes):
         return any(t.dep_ == "mark" and t.lower_ in CONDITIONAL_MARKS for t in sent)
 
     def _subject_token(self, verb: Any) -> Any | None:
+        subjects = [c for c in verb.children if c.dep_ in {"nsubj", "nsubjpass"}]
+        if len(subjects) == 2 and self._misparsed_appos(subjects[1]):
+            return subjects[1]  # "My cousin Mira lives in Split": Mira lives there
         for child in verb.children:
             if child.dep_ in {"nsubj", "nsubjpass"}:
                 return child

@@ -42,6 +42,17 @@ class FactShapes(Mentions):
         owner = self.named(owner_token) if owner_token is not None else None
         return (role, owner) if owner is not None else None
 
+    def _misparsed_appos(self, name: Any) -> bool:
+        """ "My cousin Mira lives ...", parsed as two subjects of "lives": the name is the relative's."""
+        previous = self.doc[name.i - 1] if name.i > 0 else None
+        return (
+            previous is not None
+            and name.pos_ == "PROPN"
+            and previous.pos_ == "NOUN"
+            and previous.dep_ == name.dep_ == "nsubj"
+            and previous.head.i == name.head.i
+        )
+
     def _kin_clause(self, verb: Any, noun: Any) -> list[ExtractedFact | None]:
         """ "My sister lives in Leeds" -> User sister_lives_in Leeds; "My son was born in 2015" -> son_born_on 2015.
 
@@ -318,6 +329,8 @@ class FactShapes(Mentions):
             roles = [c for c in token.children if c.dep_ in {"compound", "appos"} and c.pos_ == "NOUN"]
             if token.dep_ == "appos" and token.head.pos_ == "NOUN":
                 roles.append(token.head)
+            if self._misparsed_appos(token):
+                roles.append(self.doc[token.i - 1])
             for role in roles:
                 owner_token = next((c for c in role.children if c.dep_ == "poss"), None)
                 owner = self.named(owner_token) if owner_token is not None else None
