@@ -5,7 +5,8 @@ history from the record store. A turn put by one is in ``get_all()`` of the othe
 and ``set()`` write where the session's history starts (a time, and the turns ``set()`` named)
 to the record store, so they hold for every object and after reopening. Each read checks that
 start (one primary-key read) and reads only the turns stored since the previous read (one
-indexed range read on time), not the whole session.
+indexed range read on time), not the whole session; and only when something was committed to the
+store since then (:meth:`~.stores.base.RecordStore.change_token`, one ``PRAGMA`` on SQLite).
 
 Exact: a message that its text would not reproduce (several blocks, tool calls in
 ``additional_kwargs``, surrounding whitespace, an empty message) is stored as its JSON; a binary
@@ -22,7 +23,7 @@ import binascii
 import hashlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -98,6 +99,8 @@ class SessionHistory:
         self._checked: datetime | None = None
         self._foreign: tuple[int, int] | None = None
         self._lock: asyncio.Lock | None = None
+        #: The record store's change token when the entries were last read (:meth:`RecordStore.change_token`).
+        self._token: Hashable | None = None
         #: Grows with every change of the entries (a cache of what depends on them keys on it).
         self.version = 0
 
@@ -186,6 +189,10 @@ class SessionHistory:
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
+            token = self._context.records.change_token()
+            if token is not None and token == self._token and self._entries is not None:
+                return self._entries  # nothing was committed since the last read, by anyone
+            await self._context.afollow()  # other processes' deletes counted before _adrop_deleted reads them
             state = await self._store.aget_state(self._user_id, self._key) or {}
             start = (state.get("floor"), tuple(state.get("ids") or ()))
             if self._entries is None or start != self._start:
@@ -197,6 +204,7 @@ class SessionHistory:
                 await self._acatch_up()
                 await self._adrop_deleted()
             assert self._entries is not None
+            self._token = token
             return self._entries
 
     async def _aload(self, start: tuple[float | None, tuple[str, ...]]) -> None:

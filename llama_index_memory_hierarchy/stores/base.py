@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -94,6 +94,15 @@ class RecordStore(ABC):
             return False
         written.discard(memory_id)
         return True
+
+    def change_token(self) -> Hashable | None:
+        """A value that differs once anything was committed to the store since it was taken, by this process or
+        another; None where the store has no such cheap check (then a cache must read again).
+
+        Why: every ``get()`` reads the session's history, its start and the standing instructions, which other
+        objects and processes may have changed; with this one check it reads them again only when something did.
+        """
+        return None
 
     @abstractmethod
     async def start(self) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from llama_index_memory_hierarchy.stores.base import Record, RecordStore, VectorIndex, VectorPoint
@@ -43,6 +43,8 @@ class ChangeLog:
         self._lock = asyncio.Lock()
         self._foreign: dict[str, int] = {}
         self._generation = 0
+        #: The record store's change token when the log was last read to its end (``RecordStore.change_token``).
+        self._followed: Hashable | None = None
 
     async def astart(self) -> None:
         """Start at the newest change: the mirrors read everything older from the records."""
@@ -52,20 +54,24 @@ class ChangeLog:
     async def afollow(self, known: dict[str, Record] | None = None) -> int:
         """Apply every change committed since this process last looked, by any process, to the mirrors; how many.
 
-        One indexed read when nothing changed. A gap in the log (rows pruned while this process was behind,
+        No read when nothing was committed since the last look (:meth:`RecordStore.change_token`), else one
+        indexed read when no change was logged. A gap in the log (rows pruned while this process was behind,
         or an erased user's rows) or a ``reset`` row (an erasure) drops what the mirrors hold: each user is
         read again on its next search. Other processes' writes are counted per user (:meth:`foreign_revision`,
         and in the record store's :meth:`~RecordStore.changes`) so caches derived from the records notice them.
         """
         applied = 0
         async with self._lock:
+            token = self.records.change_token()
+            if token is not None and token == self._followed:
+                return 0  # nothing committed since the last look, by anyone: no read (a search follows up to 3 times)
             while True:
                 ops, issued = await self.records.changes_after(self.cursor, BATCH)
                 contiguous = all(op.seq == self.cursor + 1 + i for i, op in enumerate(ops))
                 complete = len(ops) == BATCH or self.cursor + len(ops) == issued
                 if not (contiguous and complete) or any(op.op == "reset" for op in ops):
                     self._forget_mirrors()
-                    self.cursor = issued
+                    self.cursor, self._followed = issued, token
                     return applied + len(ops)
                 if not ops:
                     break
@@ -79,6 +85,7 @@ class ChangeLog:
             if self.cursor - self._pruned_at >= LOG_KEEP:
                 self._pruned_at = self.cursor
                 await self.records.prune_changes(LOG_KEEP)
+            self._followed = token
         return applied
 
     def foreign_revision(self, user_id: str) -> tuple[int, int]:

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import random
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -298,6 +298,10 @@ class SQLDatabase:
     async def rebuild_keyword_index(self) -> None:
         """Recompute the keyword index from the stored keyword text (repair)."""
         await self.run_transaction(self._strategy.rebuild_keyword_index, write=True, op="rebuild keyword index")
+
+    def change_token(self) -> Hashable | None:
+        """See :meth:`RecordStore.change_token`: a SQLite file's data version (a few microseconds), else None."""
+        return self._readers.data_version() if self._readers is not None else None
 
     # --- transactions and errors -------------------------------------------------------------------
 

@@ -79,6 +79,17 @@ class SQLiteReaders:
         finally:
             connection.rollback()  # ends SQLAlchemy's implicit transaction (autocommit: nothing held in SQLite)
 
+    def data_version(self) -> tuple[sa.Connection, int]:
+        """SQLite's ``PRAGMA data_version`` on this thread's own connection, with that connection: the number
+        differs after any commit by another connection (every writer of this process and of others), and is
+        comparable only with the same connection's."""
+        connection = self._owned.get()
+        cursor = connection.connection.dbapi_connection.execute("PRAGMA data_version")  # type: ignore[union-attr]
+        try:
+            return connection, int(cursor.fetchone()[0])
+        finally:
+            cursor.close()
+
     def _read(self, work: Callable[[Any], Awaitable[T]]) -> T:
         with self._engine.connect() as connection:
             return complete(cast(Coroutine[Any, Any, T], work(_SyncConnection(connection))))

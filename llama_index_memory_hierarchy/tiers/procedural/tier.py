@@ -21,7 +21,7 @@ agent's).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -174,6 +174,8 @@ class ProceduralMemory(StoredTier):
         self.settings = settings or ProceduralSettings()
         self._llm = llm
         self._runs = RunTracker(self.settings.ignored_tools)
+        #: The instructions as last read, with the record store's change token then (``RecordStore.change_token``).
+        self._rules: tuple[Hashable, list[MemoryItem]] | None = None
 
     # ------------------------------------------------------------------ hooks of StoredTier
     def embedded_text(self, item: MemoryItem) -> str:
@@ -273,7 +275,10 @@ class ProceduralMemory(StoredTier):
 
     async def ainstructions(self, *, include_history: bool = False) -> list[MemoryItem]:
         """This user's instructions (for this agent), oldest first: the current ones, or every one with history."""
-        items = [i for i in await self.aquery(metadata={"kind": INSTRUCTION}) if self._visible(i)]
+        token = self.context.records.change_token()
+        if token is None or self._rules is None or self._rules[0] != token:
+            self._rules = (token, [i for i in await self.aquery(metadata={"kind": INSTRUCTION}) if self._visible(i)])
+        items = list(self._rules[1])  # read again only after a commit (every get() asks: it shows them)
         return items if include_history else [i for i in items if is_current(i)]
 
     def instructions(self, *, include_history: bool = False) -> list[MemoryItem]:
