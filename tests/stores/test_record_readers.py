@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -145,5 +147,30 @@ async def test_an_in_memory_database_reads_through_its_one_connection() -> None:
         assert store._readers is None  # another connection would open another, empty database
         [memory_id] = await store.insert([_record("kept in memory")])
         assert (await store.get("alice", [memory_id]))[0].item.content == "kept in memory"
+    finally:
+        await store.close()
+
+
+async def test_the_change_token_differs_after_any_commit_and_only_then(store: SQLRecordStore, tmp_path: Path) -> None:
+    before = store.change_token()
+    await store.get("alice", [str(uuid.uuid4())])
+    assert store.change_token() == before  # a read commits nothing
+    await store.insert([_record("a note from this process")])
+    after = store.change_token()
+    assert after != before
+    other = sqlite3.connect(tmp_path / "memory.db")  # another connection: another process's writer alike
+    try:
+        other.execute("UPDATE memories SET importance = 0.9")
+        other.commit()
+    finally:
+        other.close()
+    assert store.change_token() != after
+
+
+async def test_an_in_memory_database_has_no_change_token() -> None:
+    store = SQLRecordStore("sqlite+aiosqlite:///:memory:")  # no reader connection: every cache reads again
+    await store.start()
+    try:
+        assert store.change_token() is None
     finally:
         await store.close()

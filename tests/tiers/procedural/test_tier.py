@@ -4,6 +4,9 @@ and everything reaching deletion, erasure, export and import."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -137,6 +140,24 @@ def test_a_rule_of_another_agent_is_not_shown(make_memory) -> None:
     assert [r.id for r in writer.procedural.instructions()] == []  # the planner's rules carry its agent id
     everyone = make_memory(session_id="s3")
     assert {r.id for r in everyone.procedural.instructions()} >= {shared}
+
+
+def test_a_rule_added_or_removed_elsewhere_is_shown_at_the_next_get(make_memory, persist_dir: Path) -> None:
+    memory, other = make_memory(), make_memory(session_id="s2")
+    assert "Reply in French" not in memory_message(memory, "Tell me a joke")  # the rules are read (and held) here
+    rule = other.procedural.add_instruction("Reply in French.")
+    assert "Reply in French." in memory_message(memory, "Tell me a joke")
+    script = textwrap.dedent(
+        f"""
+        from llama_index_memory_hierarchy import HierarchicalMemory
+        m = HierarchicalMemory.from_defaults(user_id="alice", session_id="s3", persist_dir={str(persist_dir)!r})
+        assert m.procedural.remove_instruction({rule!r})
+        m.close()
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Reply in French" not in memory_message(memory, "Tell me a joke")
 
 
 def test_removing_an_instruction_removes_it_from_every_path(make_memory) -> None:
