@@ -5,8 +5,8 @@ in one process with the default embedding model (``--embed-model``):
 
 * ``HierarchicalMemory.aget(input=...)`` latency p50/p95 for one user (query embedding
   included, distinct queries so no cache helps), ``retrieve()`` per tier, and each step of the
-  cross-tier search alone (where the milliseconds go; ``--profile`` adds a pyinstrument profile
-  of the ``aget`` calls at the largest size);
+  cross-tier search and each other read of a ``get()`` alone, and the CPU time of an ``aget`` (where the
+  milliseconds go; ``--profile`` adds a pyinstrument profile of the ``aget`` calls at the largest size);
 * the baseline at ``--baseline-sizes``: ``Memory`` with a ``VectorMemoryBlock`` on
   ``QdrantVectorStore`` (qdrant-client local mode), same vectors, same queries, scoped by its
   ``session_id`` per user;
@@ -185,6 +185,7 @@ async def measure_hierarchy(folder: Path, queries: list[str], embed_model: Any, 
         start = time.process_time()
         await memory.aget(input=f"{query} (cpu)")
         cpu_ms.append((time.process_time() - start) * 1000.0)
+    runtime_ms = await runtime_cpu(memory, queries[5:])
     retrieve_ms = await timed(lambda q: memory.episodic.aretrieve(q, 5), [q + " ?" for q in queries[5:]])
     working_ms = await timed(lambda q: memory.working.aretrieve(q, 5), [q + " !" for q in queries[5:]])
     steps = await profile_search(memory, queries[5:])
@@ -207,6 +208,7 @@ async def measure_hierarchy(folder: Path, queries: list[str], embed_model: Any, 
         "aget_p95_ms": percentile(aget_ms, 95),
         "aget_cpu_p50_ms": percentile(cpu_ms, 50),
         "aget_cpu_p95_ms": percentile(cpu_ms, 95),
+        "aget_runtime_cpu_p50_ms": percentile(runtime_ms, 50),
         "episodic_retrieve_p50_ms": percentile(retrieve_ms, 50),
         "episodic_retrieve_p95_ms": percentile(retrieve_ms, 95),
         "working_retrieve_p50_ms": percentile(working_ms, 50),
@@ -254,9 +256,23 @@ async def profile_search(memory: HierarchicalMemory, queries: list[str]) -> dict
         ),
         await step("graph_hops", lambda q: memory.semantic.agraph_hops(q, 40)),
         await step("search", lambda q: memory.asearch(q, 10)),
+        # the reads of a get() besides its search (every object and process on the session shares them)
+        await step("history", lambda q: memory.aget_all()),
+        await step("instructions", lambda q: memory.procedural.ainstructions(include_history=True)),
         await step("aget", lambda q: memory.aget(input=q)),
     ]
     return dict(steps)
+
+
+async def runtime_cpu(memory: HierarchicalMemory, queries: list[str]) -> list[float]:
+    """CPU ms of the memory's runtime thread (where aget's Python runs) per ``aget``: what load inflates least."""
+
+    async def one(query: str) -> float:
+        start = time.thread_time()
+        await memory.aget(input=query)
+        return (time.thread_time() - start) * 1000.0
+
+    return [await memory.context.runtime.arun(one(f"{q} (runtime cpu)")) for q in queries]
 
 
 async def measure_baseline(
@@ -423,8 +439,18 @@ async def main() -> None:
         ]
         print(" ".join(f"{c:>9.1f}" for c in cells))
     for r in results:
-        steps = ", ".join(f"{k} {v:.1f}" for k, v in r["hierarchy"]["profile_p50_ms"].items())
+        h = r["hierarchy"]
+        steps = ", ".join(f"{k} {v:.1f}" for k, v in h["profile_p50_ms"].items())
         print(f"profile at {r['size']} (p50 ms, each step alone): {steps}")
+        step = h["profile_p50_ms"]
+        print(
+            f"where an aget goes at {r['size']} (p50 ms): model query embedding {model['query_p50_ms']:.1f} "
+            f"(runs beside the reads), search {step['search']:.1f} (the embedding included), other reads "
+            f"{step['history'] + step['instructions']:.2f} (history {step['history']:.2f}, instructions "
+            f"{step['instructions']:.2f}), aget {step['aget']:.1f}; CPU per aget: the runtime thread's "
+            f"{h['aget_runtime_cpu_p50_ms']:.1f}, the process' {h['aget_cpu_p50_ms']:.1f} (the model's "
+            f"{model['query_cpu_p50_ms']:.1f} of it)"
+        )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=2))
     if args.chart:
