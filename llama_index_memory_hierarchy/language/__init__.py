@@ -62,6 +62,7 @@ from llama_index_memory_hierarchy.language.sentences import (
 from llama_index_memory_hierarchy.language.tokens import (
     ACKNOWLEDGEMENTS,
     ANALYZER_VERSION,
+    content_word,
     index_terms,
     keyword_text,
     keyword_tokens,
@@ -85,6 +86,7 @@ __all__ = [
     "Language",
     "TimeHint",
     "asks",
+    "content_word",
     "detect_language",
     "extract_time_hints",
     "has_han",

@@ -11,6 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 from llama_index_memory_hierarchy.language import en, zh
+from llama_index_memory_hierarchy.language.dates import has_time_expression
 from llama_index_memory_hierarchy.language.scripts import CJK, KATAKANA, MARKS
 
 #: Version of the keyword analysis (:func:`index_terms`); stored with the record store.
@@ -138,6 +139,15 @@ def query_stopwords() -> frozenset[str]:
     words = {w.casefold() for w in STOPWORDS_EN_PLUS} | set(STOPWORDS_CHINESE)
     # The tokenizer splits contractions: "didn't" -> "didn", "t"; the list has both halves.
     return frozenset(words)
+
+
+def content_word(token: str) -> bool:
+    """Whether a keyword token can say what a text is about (a recurring topic, say).
+
+    Not a stop word (:func:`query_stopwords`), not small talk (the languages' :data:`ACKNOWLEDGEMENTS`:
+    "lol", "haha", "好的"), not a time word ("today", "weekend", "今天": when something was, not what).
+    """
+    return token not in query_stopwords() and token not in ACKNOWLEDGEMENTS and not has_time_expression(token)
 
 
 def query_terms(

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from llama_index_memory_hierarchy.extraction import noun_words
-from llama_index_memory_hierarchy.language import HAN_CHAR, query_stopwords
+from llama_index_memory_hierarchy.language import HAN_CHAR, content_word
 from llama_index_memory_hierarchy.ranking.pipeline import DEFAULT_RECIPE
 from llama_index_memory_hierarchy.stores.base import Record
 from llama_index_memory_hierarchy.text import keyword_tokens
@@ -206,11 +206,11 @@ class EpisodicMemory(StoredTier):
 
         Topics are keywords used in at least ``min_sessions`` sessions, ranked by how
         many sessions mention them; times are histograms of event hours and weekdays.
-        A topic is a noun (spaCy for English, jieba for Chinese; without spaCy, any word but
-        the stop words): "went", "again" and "then" recur in every conversation and say nothing.
+        A topic is a noun (spaCy for English, jieba for Chinese; without spaCy, any word) and a content
+        word (:func:`~.language.content_word`: no stop word, small talk or time word): "went", "again",
+        "then", "today" and "lol" recur in every conversation and say nothing.
         """
         items = await self.aquery()
-        stop = query_stopwords()
         sessions_by_term: dict[str, set[str]] = {}
         counts: Counter[str] = Counter()
         examples: dict[str, list[str]] = {}  # a few texts each term is used in, to tell its part of speech
@@ -218,7 +218,7 @@ class EpisodicMemory(StoredTier):
             for term in {
                 t
                 for t in keyword_tokens(item.content)
-                if (len(t) > 2 or (len(t) > 1 and HAN_CHAR.match(t))) and t not in stop
+                if (len(t) > 2 or (len(t) > 1 and HAN_CHAR.match(t))) and content_word(t)
             }:
                 sessions_by_term.setdefault(term, set()).add(item.session_id or "")
                 counts[term] += 1

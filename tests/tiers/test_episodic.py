@@ -95,6 +95,24 @@ def test_patterns_are_topics_not_filler_words(make_memory) -> None:
     assert not {"went", "again", "then", "然后"} & set(topics)
 
 
+def test_patterns_leave_out_small_talk_and_time_words(make_memory) -> None:
+    """Chat is full of "today", "lol" and "haha" (nouns to a tagger): when, or nothing; never what it was about."""
+    pytest.importorskip("spacy")
+    episodic = make_memory().episodic
+    lines = [
+        "Yeah so today I went to the pottery class again, lol, it was fun haha.",
+        "Okay, the pottery class today was great, the weekend glaze firing too lol.",
+        "Haha, this weekend I finally finished a bowl at the pottery class.",
+        "今天又去陶艺课了，哈哈。",
+        "今天陶艺课做了一个碗，哈哈。",
+    ]
+    for day, line in enumerate(lines):
+        episodic.add(line, timestamp=T0 + timedelta(days=day), session_id=f"d{day}")
+    topics = [t["topic"] for t in episodic.find_patterns(top_n=20)["recurring_topics"]]
+    assert {"pottery", "class"} <= set(topics) and any("陶艺" in t for t in topics), topics
+    assert not {"today", "weekend", "lol", "haha", "今天", "哈哈"} & set(topics), topics
+
+
 def test_retrieval_bumps_access(make_memory) -> None:
     memory = make_memory()
     memory_id = memory.episodic.add("the wifi password is on the fridge")
