@@ -150,6 +150,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    unreadable = _unencodable_argument(parser, args)
+    if unreadable:
+        _error(unreadable)
+        return EXIT_USAGE
     _quiet_libraries()
     _setup_logging(args)
     out = Output(json_mode=args.json, quiet=args.quiet)
@@ -164,6 +168,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except Exception as exc:
         return _report(exc, args.debug)
+
+
+def _unencodable_argument(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str | None:
+    """The usage error for the first argument no file system or store can take (a lone surrogate, which a shell
+    passes as ``surrogateescape`` of bytes that are not UTF-8), naming its option; None when all are text."""
+    actions = list(parser._actions)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and args.command in action.choices:
+            actions += action.choices[args.command]._actions
+    names = {a.dest: max(a.option_strings, key=len) if a.option_strings else a.dest for a in actions}
+    for dest, value in vars(args).items():
+        for text in value if isinstance(value, list) else [value]:
+            if not isinstance(text, str):
+                continue
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return f"{names.get(dest, dest)}: not valid text: {text[:60]!r} ({exc.reason})"
+    return None
 
 
 def _report(exc: BaseException, debug: bool) -> int:

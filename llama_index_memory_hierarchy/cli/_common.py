@@ -86,6 +86,10 @@ def load_config(args: argparse.Namespace, **overrides: Any) -> MemoryConfig:
     from llama_index_memory_hierarchy.config import MemoryConfig
 
     data = read_config_file(args.config) if getattr(args, "config", None) else {}
+    unknown = sorted(set(data) - set(MemoryConfig.model_fields))
+    if unknown:  # e.g. a file that is no settings file at all: name --config, not a key inside it
+        shown = ", ".join(repr(key[:40]) for key in unknown[:5])
+        raise UsageError(f"--config: {str(args.config)[:80]!r} has settings MemoryConfig does not know: {shown}")
     flags = {"persist_dir": getattr(args, "dir", None), "user_id": getattr(args, "user", None), **overrides}
     data.update({key: value for key, value in flags.items() if value is not None})
     return MemoryConfig.from_env(**data)

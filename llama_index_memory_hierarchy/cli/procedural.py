@@ -28,11 +28,28 @@ def register(commands: Any, parents: list[argparse.ArgumentParser], formatter: A
     procedural.set_defaults(handler=run_procedural)
 
 
+def _check_text(option: str, value: str | None) -> None:
+    from llama_index_memory_hierarchy.errors import MemoryValidationError
+    from llama_index_memory_hierarchy.tiers.procedural.tier import MAX_CONDITION_CHARS
+    from llama_index_memory_hierarchy.types import validate_content
+
+    if value is None:
+        return
+    try:
+        validate_content(value, option)
+    except MemoryValidationError as exc:
+        raise UsageError(str(exc)) from None
+    if option == "--when" and len(value) > MAX_CONDITION_CHARS:
+        raise UsageError(f"--when: longer than {MAX_CONDITION_CHARS} characters ({len(value)})")
+
+
 def run_procedural(args: argparse.Namespace, out: Output) -> int:
     if args.edit and not args.text:
         raise UsageError("--edit needs --text")
     if (args.text and not args.edit) or (args.when and not args.add):
         raise UsageError("--text goes with --edit, --when with --add")
+    for option, value in (("--add", args.add), ("--text", args.text), ("--when", args.when)):
+        _check_text(option, value)  # before a store opens: the tier would name its own parameters
     with open_memory(args, out, must_exist=not args.add) as memory:
         tier = memory.procedural
         changed: dict[str, Any] | None = None

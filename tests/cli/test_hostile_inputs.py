@@ -91,4 +91,38 @@ def test_a_path_no_file_system_can_take_is_a_usage_error(lmh_main: Any, option: 
     UnicodeEncodeError."""
     code, stderr = lmh_main("stats", option, value)
     assert code == 2 and "unexpected" not in stderr, stderr
-    assert ("persist_dir" if option == "--dir" else "--config") in stderr, stderr
+    assert (f"{option}:" if value == "a\ud800b" else "persist_dir" if option == "--dir" else "--config") in stderr, (
+        stderr
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["graph", "--html", "a\ud800b"],
+        ["graph", "--export-json", "a\ud800b"],
+        ["search", "a\ud800b"],
+        ["procedural", "--add", "a\ud800b"],
+        ["procedural", "--add", "x" * 120_000],
+        ["procedural", "--add", "Answer briefly", "--when", "x" * 2_000],
+    ],
+    ids=["graph --html", "graph --export-json", "search query", "procedural --add", "long --add", "long --when"],
+)
+def test_an_argument_that_is_no_text_or_too_long_names_its_option(
+    lmh_main: Any, tmp_path: Path, args: list[str]
+) -> None:
+    """Found by the long fuzz: these named no option ('an argument is not valid text'), or the tier's own
+    parameters ('text: longer than 100000 characters', 'condition')."""
+    code, stderr = lmh_main(*args, "--dir", str(tmp_path / "memory"), "--user", "alice")
+    option = next((a for a in reversed(args) if a.startswith("--")), "query")
+    assert code == 2 and stderr.startswith(f"lmh: error: {option}: "), stderr
+    assert not (tmp_path / "memory").exists()  # found before any store opens
+
+
+def test_a_config_file_of_other_keys_names_config(lmh_main: Any, tmp_path: Path) -> None:
+    """Found by the long fuzz (a JSON file another command wrote, given as ``--config``): the error named a key in it,
+    'title: Extra inputs are not permitted', not the option."""
+    other = tmp_path / "graph.json"
+    other.write_text('{"title": "a graph", "nodes": []}', "utf-8")
+    code, stderr = lmh_main("stats", "--config", str(other), "--dir", str(tmp_path / "memory"))
+    assert code == 2 and stderr.startswith("lmh: error: --config: ") and "'nodes', 'title'" in stderr, stderr
