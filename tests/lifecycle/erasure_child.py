@@ -11,19 +11,45 @@ it there:
 * ``unlink``: the qdrant-edge vector folder's rebuild is removing a folder: stalled right after its
   ``edge_config.json`` was unlinked (where ``shutil.rmtree`` of the live folder used to leave a
   folder no open accepted);
-* ``delay:SECONDS``: nothing replaced; the erasure (compaction included) runs until the parent's
-  SIGKILL after about that long (``STALLED`` is printed as the erasure starts).
+* ``compacting``: nothing stalls; ``STALLED`` is printed as the compaction starts and the erasure goes
+  on, so the parent's SIGKILL some time after lands in the compaction or after it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def kill_at(folder: Path, user_id: str, stage: str, *backend: str, after: float = 0.0, log: Path) -> bool:
+    """Run this child on ``folder`` until it reaches ``stage``, wait ``after`` seconds, SIGKILL it; whether the
+    kill landed (False: the erasure had finished first). The child's stderr goes to ``log``."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with open(log, "ab") as err:
+        child = subprocess.Popen(
+            [sys.executable, __file__, str(folder), user_id, stage, *backend],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=env,
+        )
+    assert child.stdout is not None
+    line = child.stdout.readline().decode().strip()  # blocks until the child stalls (or dies)
+    time.sleep(after)
+    child.send_signal(signal.SIGKILL)
+    child.wait(60)
+    assert line == "STALLED", f"the child did not reach {stage}: {line!r}; see {log}"
+    if child.returncode == -signal.SIGKILL:
+        return child.stdout.read().decode().strip() != "FINISHED"
+    assert child.returncode == 0, f"the child failed: see {log}"
+    return False
 
 
 def main(persist_dir: str, user_id: str, stage: str, backend: str | None = None) -> None:
@@ -49,17 +75,14 @@ def main(persist_dir: str, user_id: str, stage: str, backend: str | None = None)
                 time.sleep(3600)
 
         os.unlink = stalling_unlink  # type: ignore[assignment]
-    elif stage.startswith("delay:"):
-        erase = erasure.aerase_user
+    elif stage == "compacting":
+        compact = erasure._acompact
 
-        async def announced(*args: object, **kwargs: object) -> object:
+        async def announced(*args: object, **kwargs: object) -> None:
             announce()
-            return await erase(*args, **kwargs)  # type: ignore[arg-type]
+            await compact(*args, **kwargs)  # type: ignore[arg-type]
 
-        erasure.aerase_user = announced  # type: ignore[assignment]
-        import llama_index_memory_hierarchy.lifecycle.manager as manager
-
-        manager.aerase_user = announced  # type: ignore[attr-defined]
+        erasure._acompact = announced  # type: ignore[assignment]
     else:
         owner, name = {"graph": (erasure, "_aerase_graph"), "compact": (StoreContext, "arewrite_index")}[stage]
         setattr(owner, name, stall)

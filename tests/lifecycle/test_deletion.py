@@ -333,3 +333,149 @@ def _delete(memory: Any, memory_id: str, door: str) -> None:
         # the memory's one forgetting weighs importance reinforced by access (at most +0.25 for importance 0,
         # LifecycleSettings.access_reinforcement): a threshold just above that selects this memory alone
         assert memory.episodic.forget("importance_based", threshold=0.26) == 1
+
+
+# ------------------------------------------------------------------ property: erasure, consolidation running, kills
+ERASED, KEPT = "erin-p4z9", "bob-h8w2"
+#: Figures of the long kill variant, printed at its end (how many kills landed, and what each left).
+KILLS: dict[str, int] = {}
+
+
+def _populate_pair(folder: str, count: int, backend: dict[str, str], llm: Any = None) -> tuple[Any, Any, list[str]]:
+    """The user to erase (``count`` turns with markers, consolidated) and another user; both open."""
+    from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
+
+    common = {"persist_dir": folder, "embed_model": "hashing", **backend}
+    erased = HierarchicalMemory.from_defaults(user_id=ERASED, session_id="erase-chat-q1", llm=llm, **common)
+    kept = HierarchicalMemory.from_defaults(user_id=KEPT, session_id="s1", **common)
+    markers = [_marker(500 + i) for i in range(count)]
+    for i, marker in enumerate(markers):
+        erased.put_messages([user(f"My {TOPICS[i % len(TOPICS)]} is called {marker}."), assistant("Noted.")])
+    kept.episodic.add(f"My {TOPICS[0]} is called {_marker(999)}.")
+    return erased, kept, markers
+
+
+def _nothing_of_the_erased_user(folder: Path, markers: list[str], *, every_byte: bool) -> None:
+    from test_erasure import contains, raw_hits, sqlite_cells
+
+    # uncompacted, FTS5's segments still hold the words of deleted rows until merged (``compact=False``)
+    for needle in [ERASED, "erase-chat-q1", *(markers if every_byte else [])]:
+        assert not {t for t, v in sqlite_cells(folder / "memory.db") if contains(v, needle)}, needle
+        if every_byte:
+            assert raw_hits(folder, needle) == [], needle
+    assert raw_hits(folder, _marker(999))  # the other user's word is found: the scan sees what is there
+
+
+@settings(
+    max_examples=3,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    derandomize=True,
+    database=None,
+    phases=[Phase.generate],
+)
+@given(data=st.data())
+def test_property_an_erased_user_leaves_nothing_with_a_consolidation_running(data: st.DataObject) -> None:
+    _erasure_round(data)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    database=None,
+)
+@given(data=st.data())
+def test_property_an_erased_user_leaves_nothing_with_a_consolidation_running_long(data: st.DataObject) -> None:
+    _erasure_round(data)
+
+
+def _erasure_round(data: st.DataObject) -> None:
+    """Erase one of two users while a consolidation of theirs may be mid-LLM-reply (on the same object or another):
+    no cell of memory.db names them afterwards, and, compacted, no byte of any file; the other user is intact."""
+    from lifecycle_llm import DISTILL, ScriptedLLM
+
+    from llama_index_memory_hierarchy.ops.verify import averify_indexes
+
+    count = data.draw(st.integers(min_value=2, max_value=5), label="turns")
+    running = data.draw(st.sampled_from(["another object", "same object", "none"]), label="consolidation")
+    compact = data.draw(st.sampled_from([True, False]), label="compact")  # the default first
+    reply = '{"facts": [{"subject": "user", "predicate": "keeps", "object": "a lantern"}]}'
+    slow = ScriptedLLM(rules=[(DISTILL, reply)], async_delay=data.draw(st.sampled_from([0.05, 0.5]), label="reply s"))
+    with tempfile.TemporaryDirectory() as folder:
+        erased, kept, markers = _populate_pair(folder, count, {}, llm=slow)
+        try:
+            eraser = erased
+            if running != "none":
+                erased.manager.consolidate(background=True)
+            if running == "another object":
+                from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
+
+                eraser = HierarchicalMemory.from_defaults(
+                    user_id=ERASED, session_id="other", persist_dir=folder, embed_model="hashing"
+                )
+            eraser.manager.forget_user(compact=compact)
+            erased.manager.wait_background()
+            _nothing_of_the_erased_user(Path(folder), markers, every_byte=compact)
+            assert kept.context.runtime.run(kept.context.records.count(KEPT, namespace=None)) == 1
+            assert kept.context.runtime.run(averify_indexes(kept.context)).ok
+            print(f"erasure round: {count} turns, consolidation {running}, compact={compact}: nothing left")
+        finally:
+            for memory in {id(m): m for m in (erased, eraser, kept)}.values():
+                memory.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+@settings(
+    max_examples=24,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    database=None,
+)
+@given(data=st.data())
+def test_property_a_kill_during_the_compaction_leaves_a_folder_that_finishes_the_erasure(data: st.DataObject) -> None:
+    """SIGKILL of a real erasing process at a random moment of its compaction (qdrant-edge or default backend):
+    the next open by another user's memory finishes it, and no byte of any file names the erased user."""
+    import sys
+
+    from erasure_child import kill_at
+
+    from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
+    from llama_index_memory_hierarchy.ops.verify import averify_indexes
+
+    backend = data.draw(st.sampled_from(["sqlite", "edge"]), label="backend")
+    after = data.draw(st.floats(min_value=0.0, max_value=1.5), label="kill after s")
+    options = {"vector_backend": backend} if backend == "edge" else {}
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
+        erased, kept, markers = _populate_pair(name, data.draw(st.integers(2, 5), label="turns"), options)
+        erased.manager.consolidate()
+        erased.close()
+        kept.close()
+        landed = kill_at(folder, ERASED, "compacting", *([backend] if options else []), after=after, log=folder / "e")
+        (folder / "e").unlink()
+        from test_erasure import raw_hits
+
+        left = []  # what the kill left, before the next open
+        if landed and raw_hits(folder, ERASED):
+            left.append("bytes of the user")
+        if any(p.name.startswith(".") for p in (folder / "vectors").glob("*")):
+            left.append("a rebuild's folder beside the space")
+        again = HierarchicalMemory.from_defaults(
+            user_id=KEPT, session_id="s1", persist_dir=name, embed_model="hashing", **options
+        )
+        try:
+            _nothing_of_the_erased_user(folder, markers, every_byte=True)
+            assert again.context.runtime.run(again.context.records.count(KEPT, namespace=None)) == 1
+            assert again.context.runtime.run(averify_indexes(again.context)).ok
+            assert len(again.episodic.retrieve(f"my {TOPICS[0]}", 5)) == 1
+        finally:
+            again.close()
+    key = f"{backend}: {'killed in the compaction' if landed else 'finished before the kill'}"
+    key += f" (left {' and '.join(left)})" if left else ""
+    KILLS[key] = KILLS.get(key, 0) + 1
+    print(f"compaction kills so far: {KILLS} (each reopened whole, erasure finished, no byte of the user left)")
+    sys.stdout.flush()

@@ -308,29 +308,14 @@ def test_forget_user_on_postgresql_leaves_nothing_in_the_table_files(tmp_path: P
 CHILD = Path(__file__).with_name("erasure_child.py")
 
 
-def _kill_child_at(tmp_path: Path, folder: Path, stage: str, *backend: str, after: float = 0.0) -> None:
-    """Run the erasing child until it stalls at ``stage`` (and ``after`` seconds more), then SIGKILL it."""
-    import os
-    import signal
-    import subprocess
+def _kill_child_at(tmp_path: Path, folder: Path, stage: str, *backend: str) -> None:
+    """Run the erasing child until it stalls at ``stage``, then SIGKILL it."""
     import sys
-    import time
 
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with open(tmp_path / "child.err", "ab") as err:
-        child = subprocess.Popen(
-            [sys.executable, str(CHILD), str(folder), ERIN, stage, *backend],
-            stdout=subprocess.PIPE,
-            stderr=err,
-            env=env,
-        )
-    assert child.stdout is not None
-    line = child.stdout.readline().decode().strip()  # blocks until the child stalls (or dies)
-    time.sleep(after)
-    child.send_signal(signal.SIGKILL)
-    child.wait(30)
-    assert line == "STALLED", f"the child did not reach {stage}: {line!r}; see {tmp_path / 'child.err'}"
-    assert child.returncode == -signal.SIGKILL or after, child.returncode  # with a delay it may finish first
+    sys.path.insert(0, str(CHILD.parent))
+    from erasure_child import kill_at
+
+    assert kill_at(folder, ERIN, stage, *backend, log=tmp_path / "child.err")
 
 
 def test_sigkill_during_erasure_is_finished_on_the_next_open(tmp_path: Path) -> None:
