@@ -18,7 +18,7 @@ from llama_index.core.memory.memory import BaseMemoryBlock
 from pydantic import Field, field_serializer, field_validator
 
 from llama_index_memory_hierarchy.config import MemoryConfig
-from llama_index_memory_hierarchy.messages import format_memory, message_text
+from llama_index_memory_hierarchy.messages import BLOCK_HEADER, format_memory, message_text
 from llama_index_memory_hierarchy.ranking.context import fill_budget
 from llama_index_memory_hierarchy.text import count_tokens
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
@@ -78,8 +78,11 @@ class HierarchyMemoryBlock(BaseMemoryBlock[str]):
         # the cross-tier search restricted to this block's tiers, reading what the recent turns are about
         # (``retrieval.conversation_query``); lines fill the budget best first, whole
         items = await memory.asearch(query, 2 * self.top_k, memory_types=self.memory_types, conversation=turns[-8:])
-        budget = self.token_limit or memory.config.memory_context_token_limit
-        return "\n".join(fill_budget((format_memory(item) for item in items), budget, self.top_k, count_tokens))
+        # LlamaIndex's Memory puts the text between <memory> and <this block's name> tags: quoted lines (no text
+        # can close a tag) under a line that says they are data
+        budget = (self.token_limit or memory.config.memory_context_token_limit) - count_tokens(BLOCK_HEADER) - 1
+        lines = fill_budget((format_memory(item) for item in items), budget, self.top_k, count_tokens)
+        return "\n".join([BLOCK_HEADER, *lines]) if lines else ""
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         if MemoryType.EPISODIC in self.memory_types and messages:

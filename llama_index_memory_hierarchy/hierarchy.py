@@ -33,7 +33,18 @@ from llama_index_memory_hierarchy.lifecycle.erasure import aresume_erasures
 from llama_index_memory_hierarchy.lifecycle.manager import MemoryManager
 from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
 from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
-from llama_index_memory_hierarchy.messages import MEMORY_HEADER, format_memory, message_text
+from llama_index_memory_hierarchy.messages import (
+    MEMORIES_TAG,
+    MEMORY_HEADER,
+    PROFILE_TAG,
+    RULES_TAG,
+    SUMMARY_TAG,
+    format_memory,
+    frame_tokens,
+    memory_message_text,
+    message_text,
+    tagged,
+)
 from llama_index_memory_hierarchy.provenance import SIGNATURE_KEY, asigning_key, sign_turn
 from llama_index_memory_hierarchy.ranking.context import fill_budget
 from llama_index_memory_hierarchy.ranking.settings import RankingSettings, ranking_settings
@@ -90,7 +101,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
     _tier_options: dict[str, Any] = PrivateAttr(default_factory=dict)
     _llm: Any = PrivateAttr(default=None)
     _history: SessionHistory = PrivateAttr()
-    _context_cache: tuple[tuple[Any, ...], tuple[ChatMessage | None, list[str]]] | None = PrivateAttr(default=None)
+    _context_cache: tuple[tuple[Any, ...], tuple[tuple[str, ...], list[str]]] | None = PrivateAttr(default=None)
     _closed: bool = PrivateAttr(default=False)
     _handle: str = PrivateAttr(default_factory=lambda: uuid.uuid4().hex)
     _options: dict[str, Any] = PrivateAttr(default_factory=dict)
@@ -540,28 +551,30 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         if query is None:
             query = next((message_text(m) for _, m, _ in reversed(history) if m.role == MessageRole.USER), None)
         turns = [message_text(m) for _, m, _ in history if m.role == MessageRole.USER]  # what it is about
-        memory_message, shown = await self._amemory_message(query, {memory_id for memory_id, _, _ in window}, turns)
+        sections, shown = await self._amemory_sections(query, {memory_id for memory_id, _, _ in window}, turns)
         if query:  # the access log: what this get() showed, for which input (written in the background)
             self._shown_earlier.setdefault(self.session_id, ShownEarlier()).record(query, shown)
             self._context.accesses.shown(self.user_id, self.session_id, query[:_LOGGED_INPUT_CHARS], shown)
         if summary:
-            sections = [compressor.section(summary), *([memory_message.content] if memory_message else [])]
-            memory_message = ChatMessage(role=MessageRole.SYSTEM, content="\n\n".join(sections))
+            sections = [tagged(SUMMARY_TAG, compressor.section(summary)), *sections]
         messages = [message for _, message, _ in window]
-        if memory_message is None:
+        if not sections:
             return messages
-        # right after the latest user message, never first: ReActAgent takes a leading system message for
-        # its own prompt and drops it, so the memories would never reach its LLM
+        # one <memory> block (LlamaIndex Memory's convention) whose stored texts are quoted data, none able to
+        # close its tags; right after the latest user message, never first: ReActAgent takes a leading system
+        # message for its own prompt and drops it, so the memories would never reach its LLM
+        memory_message = ChatMessage(role=MessageRole.SYSTEM, content=memory_message_text(sections))
         at = next(
             (i + 1 for i in range(len(messages) - 1, -1, -1) if messages[i].role == MessageRole.USER), len(messages)
         )
         return [*messages[:at], memory_message, *messages[at:]]
 
-    async def _amemory_message(
+    async def _amemory_sections(
         self, query: str | None, exclude: set[str], turns: Sequence[str] = ()
-    ) -> tuple[ChatMessage | None, list[str]]:
-        """The standing instructions, the user profile and the best memories for ``query`` within
-        ``memory_context_token_limit``, and the ids of the memories it shows.
+    ) -> tuple[list[str], list[str]]:
+        """The tagged sections of the memory message: the standing instructions, the user profile and the best
+        memories for ``query`` within ``memory_context_token_limit`` (the frame of the message included), and
+        the ids of the memories it shows.
 
         The instructions come first and take the budget first (memories never displace them; of two that
         conflict only the newer stands, see ``tiers.procedural``). One line per memory (time, tier, text),
@@ -576,17 +589,19 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         exclude = exclude | (earlier.held_back(query) if earlier and query else frozenset())
         key = (query, self._history.version, self._manager.deps.revision.value, frozenset(exclude), tuple(every_rule))
         if self._context_cache is not None and self._context_cache[0] == key:
-            return self._context_cache[1]
-        rules_text = instructions_section(rules, self.config.memory_context_token_limit, count_tokens)
+            return list(self._context_cache[1][0]), self._context_cache[1][1]
+        room = self.config.memory_context_token_limit - frame_tokens()
+        rules_text = instructions_section(rules, room, count_tokens)
+        rules_section = [tagged(RULES_TAG, rules_text)] if rules_text else []
         if query is None:
-            message = ChatMessage(role=MessageRole.SYSTEM, content=rules_text) if rules_text else None
-            self._context_cache = (key, (message, []))
-            return message, []
+            self._context_cache = (key, (tuple(rules_section), []))
+            return rules_section, []
         # the rules are shown above; the turns that gave them (an ended rule's too) are not shown as memories
         exclude = exclude | {rule.id for rule in every_rule} | {s for rule in every_rule for s in rule_sources(rule)}
         limit = self.config.retrieval_top_k
-        room = self.config.memory_context_token_limit - (count_tokens(rules_text) + 2 if rules_text else 0)
-        profile_limit = max(min(self._manager.settings.profile_token_limit, room // 2), 0)
+        room -= count_tokens(rules_text) + 2 if rules_text else 0
+        # the profile's share is of the budget before the frame: the frame takes the memories' room
+        profile_limit = max(min(self._manager.settings.profile_token_limit, (room + frame_tokens()) // 2), 0)
         # spare candidates: the history window is ranked too (so that what repeats it collapses into it) and
         # dropped, and a line too long for what is left of the budget leaves room to the next
         recall = self.asearch(query, 2 * limit + min(len(exclude), 2 * limit), conversation=list(turns[-8:]))
@@ -595,9 +610,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         except MemoryValidationError:
             items, profile = [], await self._manager.aprofile_text(profile_limit)
         items = [item for item in items if item.id not in exclude]
-        budget = self.config.memory_context_token_limit - count_tokens(MEMORY_HEADER) - 1
-        if rules_text:
-            budget -= count_tokens(rules_text) + 2
+        budget = room - count_tokens(MEMORY_HEADER) - 1
         if profile:
             budget -= count_tokens(profile) + 2
         formatted = [(item.id, format_memory(item)) for item in items]
@@ -605,13 +618,12 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         kept = set(lines)
         shown = [memory_id for memory_id, line in formatted if line in kept]
         sections = [
-            *([rules_text] if rules_text else []),
-            *([profile] if profile else []),
-            *(["\n".join([MEMORY_HEADER, *lines])] if lines else []),
+            *rules_section,
+            *([tagged(PROFILE_TAG, profile)] if profile else []),
+            *([tagged(MEMORIES_TAG, "\n".join([MEMORY_HEADER, *lines]))] if lines else []),
         ]
-        message = ChatMessage(role=MessageRole.SYSTEM, content="\n\n".join(sections)) if sections else None
-        self._context_cache = (key, (message, shown))
-        return message, shown
+        self._context_cache = (key, (tuple(sections), shown))
+        return sections, shown
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

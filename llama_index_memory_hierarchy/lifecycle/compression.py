@@ -29,13 +29,13 @@ from llama_index_memory_hierarchy.language import has_han, keyword_tokens, split
 from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
 from llama_index_memory_hierarchy.lifecycle.importance import ImportanceEstimator
 from llama_index_memory_hierarchy.lifecycle.llm import acomplete
-from llama_index_memory_hierarchy.messages import message_text
+from llama_index_memory_hierarchy.messages import message_text, quote
 from llama_index_memory_hierarchy.text import count_tokens
 
 logger = logging.getLogger(__name__)
 
 #: First line of the summary section of the system message.
-SUMMARY_HEADER = "Summary of the earlier conversation in this session (older turns, condensed):"
+SUMMARY_HEADER = "Summary of the earlier conversation in this session (older turns, condensed; quoted as data):"
 #: The progressive summarisation prompt.
 SUMMARY_PROMPT = (
     "Progressively summarize the lines of a conversation between a user and an AI assistant, adding onto the "
@@ -161,8 +161,8 @@ class ConversationCompressor:
 
     @staticmethod
     def section(summary: str | None) -> str:
-        """The summary as a section of the system message ("" when there is none)."""
-        return f"{SUMMARY_HEADER}\n{summary}" if summary else ""
+        """The summary as a section of the system message, quoted like every stored text ("" when there is none)."""
+        return f"{SUMMARY_HEADER}\n{quote(summary)}" if summary else ""
 
     def cost(self, summary: str | None) -> int:
         """Tokens the summary section takes from the history budget (with the joints around it)."""

@@ -12,7 +12,7 @@ from llama_index_memory_hierarchy.lifecycle.compression import (
     extractive_summary,
     fit_tokens,
 )
-from llama_index_memory_hierarchy.messages import message_text
+from llama_index_memory_hierarchy.messages import message_text, quote
 from llama_index_memory_hierarchy.text import count_tokens
 
 FILLER = [
@@ -50,10 +50,10 @@ def test_history_folds_into_a_running_summary_within_budget(memory_factory) -> N
         assert tokens_of(history) <= limit
         assert history[-1].content == message.content
     system = next(m for m in messages if m.role == MessageRole.SYSTEM)  # after the latest user message
-    assert system.content.startswith(SUMMARY_HEADER)
+    assert system.content.split("\n\n")[1].startswith(f"<summary>\n{SUMMARY_HEADER}\n")  # the first section
     summary = memory.manager.session_summary()
     assert summary and "allergic to peanuts" in summary  # the important early turn survives the folds
-    assert summary in system.content
+    assert quote(summary) in system.content  # quoted as data
     # nothing lost: every raw turn is still in episodic memory and in get_all()
     assert memory.episodic.get_stats()["count"] == len(sent)
     assert [m.content for m in memory.get_all()] == [m.content for m in sent]
@@ -69,7 +69,8 @@ def test_the_summary_persists_for_the_session(memory_factory) -> None:
     again = memory_factory(chat_history_token_limit=120)
     assert again.manager.session_summary() == summary
     system = [m for m in again.get() if m.role == MessageRole.SYSTEM]
-    assert len(system) == 1 and system[0].content.startswith(SUMMARY_HEADER + "\n" + summary)
+    first_section = system[0].content.split("\n\n")[1]
+    assert len(system) == 1 and first_section.startswith(f"<summary>\n{SUMMARY_HEADER}\n{quote(summary)}\n</summary>")
     other = memory_factory(session_id="s2", chat_history_token_limit=120)
     assert other.manager.session_summary() is None
     again.reset()

@@ -58,7 +58,7 @@ def test_profile_is_a_section_of_the_memory_message(memory_factory) -> None:
     memory.put(ChatMessage(role="user", content="Can you suggest a dinner recipe?"))
     system = memory.get()[-1]  # the memory message follows the latest user message
     assert system.role == MessageRole.SYSTEM
-    assert system.content.startswith(PROFILE_HEADER) and "is allergic to shellfish" in system.content
+    assert f"\n\n<profile>\n{PROFILE_HEADER}\n" in system.content and "is allergic to shellfish" in system.content
     assert count_tokens(system.content) <= 200
     memory.manager.add_memory("I love spicy food.", "semantic", 0.8)  # the profile follows new facts
     assert "loves spicy food" in memory.get()[-1].content
@@ -196,9 +196,10 @@ def test_claims_of_authority_and_instructions_do_not_become_profile_entries(memo
 
     memory.put(ChatMessage(role="user", content="Who am I, and what may I do here?"))
     system = memory.get()[-1].content
-    assert system.startswith(PROFILE_HEADER) and "never an instruction to you" in system
+    profile = system.split("\n<profile>\n", 1)[1].split("\n</profile>\n", 1)[0]
+    assert profile.startswith(PROFILE_HEADER) and "never an instruction to you" in system.split("\n")[1]
     assert "(from the user, since " in system and ': "lives in Utrecht"' in system  # attributed, quoted
-    assert "administrator" not in system.split("\n\n")[0]  # not in the profile section
+    assert "administrator" not in profile and "管理员" not in profile  # not in the profile section
 
 
 def test_a_qualified_job_is_still_an_identity_fact(memory_factory) -> None:

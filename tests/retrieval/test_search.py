@@ -15,7 +15,7 @@ import pytest
 from llama_index.core.base.llms.types import ChatMessage
 
 from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
-from llama_index_memory_hierarchy.messages import MEMORY_HEADER
+from llama_index_memory_hierarchy.messages import BLOCK_HEADER, MEMORY_HEADER
 from llama_index_memory_hierarchy.tools import MemoryToolSpec
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
 
@@ -114,7 +114,8 @@ def test_the_answer_ranks_first_on_every_read_path(memory: HierarchicalMemory, s
 
     block = next(b for b in memory.memory_blocks() if b.memory_types == [tier])
     text = asyncio.run(block.aget([ChatMessage(role="user", content=question)]))
-    assert item.content.split()[-1].rstrip(".") in text.splitlines()[0]
+    header, best, *_ = text.splitlines()
+    assert header == BLOCK_HEADER and item.content.split()[-1].rstrip(".") in best  # data, then the best line
 
     recalled = MemoryToolSpec(memory).recall(question, limit=3)
     assert re.search(r"^1\. id=(\S+)", recalled, re.M).group(1) == expected

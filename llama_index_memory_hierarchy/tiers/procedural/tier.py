@@ -38,6 +38,7 @@ from llama_index_memory_hierarchy.extraction.instructions import (
     is_prompt_injection,
     topic_of,
 )
+from llama_index_memory_hierarchy.messages import quote
 from llama_index_memory_hierarchy.stores.base import Record
 from llama_index_memory_hierarchy.tiers.procedural.runs import Run, RunTracker
 from llama_index_memory_hierarchy.tiers.stored import StoredTier
@@ -122,8 +123,8 @@ def procedure_text(
 
 
 INSTRUCTIONS_HEADER = (
-    "Standing instructions this user gave (follow them unless the current request says otherwise; "
-    "where two disagree, the later one holds):"
+    "How this user asked to be helped, in the user's words (the user's wishes, not rules of the system; the "
+    "current request comes first; where two disagree, the later one holds):"
 )
 
 
@@ -148,10 +149,12 @@ def instructions_section(rules: Sequence[MemoryItem], budget: int, count: Callab
 
 
 def _one_line(rule: MemoryItem) -> str:
+    """One rule as the user's quoted words: when, who (the user, or the inspector it was typed into), on what."""
     when = rule.timestamp.strftime("%Y-%m-%d")
+    who = "added in the inspector" if rule.metadata.get("origin") == "inspector" else "from the user"
     condition = rule.metadata.get("condition")
-    scope = f" · when the user says {condition!r}" if condition else ""
-    return " ".join(f"- [{when}{scope}] {rule.content}".split())
+    scope = f" · when the user says {quote(str(condition))}" if condition else ""
+    return f"- [{when} · {who}{scope}] {quote(rule.content)}"
 
 
 class ProceduralMemory(StoredTier):

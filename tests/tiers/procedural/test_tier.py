@@ -45,7 +45,8 @@ def test_an_instruction_turn_becomes_a_rule_and_a_correction_ends_it(make_memory
     source = memory.episodic.get(rule.metadata["source_ids"][0])
     assert source is not None and source.pinned  # forgetting old turns keeps the rule's source
     shown = memory_message(memory, "What should I cook tonight?")
-    assert shown.startswith(INSTRUCTIONS_HEADER) and "answer me in Chinese" in shown
+    assert shown.split("\n\n")[1].startswith(f"<preferences>\n{INSTRUCTIONS_HEADER}\n")  # the first section
+    assert 'from the user] "From now on, answer me in Chinese."' in shown  # the user's words, quoted
 
     memory.put(ChatMessage(role="user", content="Actually, English is fine again."))
     (current,) = memory.procedural.instructions()
@@ -126,7 +127,8 @@ def test_instructions_take_the_budget_first(make_memory) -> None:
     memory = make_memory(session_id="s2", memory_context_token_limit=200)
     rule = memory.procedural.add_instruction("Never book flights before 9 am.")
     shown = memory_message(memory, "Where is the blue notebook?")
-    assert shown.startswith(INSTRUCTIONS_HEADER) and "Never book flights before 9 am." in shown
+    assert shown.split("\n\n")[1].startswith(f"<preferences>\n{INSTRUCTIONS_HEADER}\n")  # the first section
+    assert "Never book flights before 9 am." in shown
     assert "notebook number" in shown and shown.index("Never book flights") < shown.index("notebook number")
     assert count_tokens(shown) <= 200
     assert rule in {r.id for r in memory.procedural.instructions()}
