@@ -67,6 +67,9 @@ class RankingSettings(BaseModel):
         default=0.0, ge=0, le=1, description="The same share for an input that asks a question (it names its topic)."
     )
     conversation_turns: int = Field(default=3, ge=0, description="How many recent user turns the query reads.")
+    turn_decay: float = Field(
+        default=0.5, gt=0, le=1, description="Weight of each recent turn in the query vector against the one after it."
+    )
     chat_keyword_weight: float = Field(
         default=0.2,
         ge=0,

@@ -21,9 +21,6 @@ from llama_index_memory_hierarchy.ranking.selection import information_words, is
 from llama_index_memory_hierarchy.ranking.settings import RankingSettings
 from llama_index_memory_hierarchy.text import keyword_tokens
 
-#: Each turn further back weighs this share of the one after it.
-TURN_DECAY = 0.5
-
 
 def conversation_share(query: str, settings: RankingSettings) -> float:
     """The share of the recent turns in the query vector: by whether ``query`` asks a question."""
@@ -44,13 +41,17 @@ def recent_turns(turns: Sequence[str], query: str, settings: RankingSettings) ->
     return turns[-settings.conversation_turns :] if settings.conversation_turns else []
 
 
-def topic_vector(vector: np.ndarray, turn_vectors: Sequence[np.ndarray], share: float) -> np.ndarray:
+def topic_vector(
+    vector: np.ndarray, turn_vectors: Sequence[np.ndarray], share: float, *, decay: float = 0.5
+) -> np.ndarray:
     """``vector`` (the input's) blended with ``turn_vectors`` (oldest first): they take ``share`` of it together,
-    each turn :data:`TURN_DECAY` of the weight of the next; unit length, as the model's vectors are."""
+    each turn ``decay`` (``RankingSettings.turn_decay``) of the weight of the next; unit length, as the model's
+    vectors are. (Embedding the turns and the input as one text instead, as a dense retriever over the dialogue
+    does, lost on held-out users in both languages: ``docs/benchmarks.md``.)"""
     usable = [v for v in turn_vectors if v.shape == vector.shape]
     if not usable or share <= 0:
         return vector
-    weights = TURN_DECAY ** np.arange(len(usable) - 1, -1, -1, dtype=np.float32)
+    weights = decay ** np.arange(len(usable) - 1, -1, -1, dtype=np.float32)
     recent = (weights / weights.sum()) @ np.stack(usable)
     mixed = (1.0 - share) * vector + share * recent
     norm = float(np.linalg.norm(mixed))

@@ -371,7 +371,7 @@ class CrossTierSearch(RuntimeBound):
             vector = await asyncio.wrap_future(embedding)
             if turn_embeddings:
                 recent = [await asyncio.wrap_future(f) for f in turn_embeddings]
-                vector = topic_vector(vector, recent, conversation_share(query, settings))
+                vector = topic_vector(vector, recent, conversation_share(query, settings), decay=settings.turn_decay)
             asked.vector.append(vector)
             if not durable:
                 return vector, []

@@ -117,6 +117,13 @@ def test_the_topic_vector_keeps_the_input_first_and_weighs_newer_turns_more() ->
     assert np.array_equal(topic_vector(axes[0], [axes[1]], 0.0), axes[0])
 
 
+def test_the_turn_decay_is_a_setting() -> None:
+    axes = np.eye(4, dtype=np.float32)
+    even = topic_vector(axes[0], [axes[1], axes[2]], 0.5, decay=1.0)
+    assert np.isclose(even[1], even[2])  # no decay: the turns weigh alike
+    assert np.isclose(np.linalg.norm(even), 1.0)
+
+
 def test_shown_earlier_holds_back_other_inputs_only_and_nothing_for_a_question() -> None:
     earlier = ShownEarlier()
     earlier.record("the motorway again", ["a", "b"])
