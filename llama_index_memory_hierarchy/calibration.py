@@ -82,10 +82,112 @@ NAMES_EN = (
 )
 #: The same names in Chinese.
 NAMES_ZH = ("巴黎", "吉他", "玛丽亚", "牙医", "星期二", "谷歌", "咖啡", "富士山", "鲍勃", "医院", "国际象棋", "柏林")
+#: The relevance floor's background (:func:`abackground`): more everyday statements of varied length, none
+#: about another's subject, what a query and a memory are each compared with to learn how near *unrelated* texts
+#: sit to them.
+BACKGROUND_EN = (
+    "The bus was late again this morning.",
+    "I bought a new pair of running shoes.",
+    "My grandmother bakes bread every Sunday.",
+    "The printer on the third floor is broken.",
+    "We watched a documentary about whales.",
+    "He forgot his umbrella at the cinema.",
+    "The rent goes up in January.",
+    "She is learning to play the violin.",
+    "Our neighbours adopted a small dog.",
+    "I prefer window seats on long flights.",
+    "The bridge is closed for repairs until May.",
+    "My brother works night shifts at a hospital.",
+    "The cake needs forty minutes in the oven.",
+    "They got married on a beach in Greece.",
+    "I lost my keys somewhere in the park.",
+    "The new phone has a better camera.",
+    "We painted the kitchen light green.",
+    "Her flight to Chicago was cancelled.",
+    "I usually go to bed around midnight.",
+    "The library fines are fifty cents a day.",
+    "He collects old stamps from Africa.",
+    "The heating in our flat stopped working.",
+    "I started a course on accounting.",
+    "My daughter scored a goal yesterday.",
+    "The concert tickets sold out in an hour.",
+    "We are thinking about getting solar panels.",
+    "I can't stand loud music in restaurants.",
+    "The plumber comes on Monday at nine.",
+    "She knitted a scarf for her nephew.",
+    "Our car failed its inspection.",
+    "I drink green tea in the afternoon.",
+    "The hiking trail was muddy after the rain.",
+    "He is allergic to cats.",
+    "My cousin opened a bicycle shop.",
+    "The meeting was moved to the big room.",
+    "I want to visit Iceland someday.",
+    "Tomatoes are cheap at the market this week.",
+    "The baby finally sleeps through the night.",
+    "I need to renew my passport.",
+    "The chess club meets on Wednesdays.",
+    "Nice weather today.",
+    "I love spicy food.",
+    "Call me after lunch.",
+    "The vase fell off the shelf.",
+    "We ran out of milk.",
+    "My knee hurts when I climb stairs.",
+)
+#: The same statements in Chinese.
+BACKGROUND_ZH = (
+    "今天早上公交车又晚点了。",
+    "我买了一双新跑鞋。",
+    "我奶奶每个星期天都烤面包。",
+    "三楼的打印机坏了。",
+    "我们看了一部关于鲸鱼的纪录片。",
+    "他把雨伞忘在电影院了。",
+    "一月份房租要涨。",
+    "她在学拉小提琴。",
+    "我们的邻居收养了一只小狗。",
+    "长途飞行我喜欢靠窗的座位。",
+    "这座桥在维修，五月前都不通。",
+    "我哥哥在医院上夜班。",
+    "这个蛋糕要在烤箱里烤四十分钟。",
+    "他们在希腊的海滩上结了婚。",
+    "我在公园里把钥匙弄丢了。",
+    "新手机的相机更好。",
+    "我们把厨房刷成了浅绿色。",
+    "她飞芝加哥的航班被取消了。",
+    "我一般半夜十二点左右睡觉。",
+    "图书馆的罚款是每天五毛钱。",
+    "他收集非洲的旧邮票。",
+    "我们公寓的暖气坏了。",
+    "我开始上一门会计课。",
+    "我女儿昨天进了一个球。",
+    "音乐会的票一个小时就卖完了。",
+    "我们在考虑装太阳能板。",
+    "我受不了餐馆里放很吵的音乐。",
+    "水管工星期一早上九点来。",
+    "她给外甥织了一条围巾。",
+    "我们的车年检没通过。",
+    "我下午喝绿茶。",
+    "下过雨以后登山小路很泥泞。",
+    "他对猫过敏。",
+    "我表哥开了一家自行车店。",
+    "会议改到大会议室了。",
+    "我想有一天去冰岛。",
+    "这周市场上的西红柿很便宜。",
+    "宝宝终于能睡整夜了。",
+    "我需要更新护照。",
+    "象棋俱乐部每周三聚会。",
+    "今天天气不错。",
+    "我喜欢吃辣。",
+    "午饭后给我打电话。",
+    "花瓶从架子上掉下来了。",
+    "我们的牛奶喝完了。",
+    "我爬楼梯的时候膝盖疼。",
+)
 #: The calibration groups: texts are compared as Chinese-script or Latin-script.
 GROUPS = ("en", "zh")
 #: Least room left above a baseline: a degenerate model (every text on one vector) cannot divide by ~0.
 _MIN_SPAN = 0.05
+#: Least spread of cosines a relevance divides by (a degenerate model).
+_MIN_STD = 1e-4
 
 
 def group_of(text: str) -> str:
@@ -106,11 +208,13 @@ class SimilarityCalibration:
 
     space: str
     baselines: dict[tuple[Role, str, str], float] = field(default_factory=dict)
-    #: The highest cosine of an unrelated pair, by the same keys: what no unrelated text exceeded.
-    tops: dict[tuple[Role, str, str], float] = field(default_factory=dict)
-    #: The neutral sentences' vectors (stored-text role) by group and form (:func:`aneutral`): what a query is
-    #: unrelated to, written as the memories it is compared with are written (``"Ann: ..."`` for a turn of Ann's).
-    neutral: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
+    #: The floor's background vectors (:func:`abackground`): its statements in the stored-text role by group and
+    #: form (``"Ann: ..."`` for a turn of Ann's), and in the query role by group.
+    background: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
+    background_queries: dict[str, np.ndarray] = field(default_factory=dict)
+    #: The mean and standard deviation of :meth:`relevance` over unrelated background pairs, by
+    #: ``(query group, memory group)``: what a memory's standing (``retrieval.floor.standing_of``) is measured against.
+    floor_nulls: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
 
     def baseline(self, a: str = "en", b: str = "en", *, role: Role = "passage") -> float:
         """The mean cosine of unrelated texts of groups ``a`` and ``b`` (``a`` the query's for ``"query"``)."""
@@ -124,20 +228,28 @@ class SimilarityCalibration:
         base = self.baseline(a, b, role=role)
         return (cosine - base) / max(1.0 - base, _MIN_SPAN)
 
-    def unrelated_top(self, a: str = "en", b: str = "en", *, role: Role = "passage") -> float:
-        """The calibrated similarity of the most similar unrelated pair: above it, a text is closer to the query
-        than any unrelated text of the calibration set was (0 when not measured)."""
-        top = self.tops.get((role, a, b), self.tops.get((role, b, a)))
-        return 0.0 if top is None else float(self.calibrate(top, a, b, role=role))
+    def relevance(
+        self, query_vector: np.ndarray, query_group: str, vectors: np.ndarray, group: str, form: str = ""
+    ) -> np.ndarray | None:
+        """How far above unrelated texts each of ``vectors`` (memories of ``group`` written in ``form``) sits for
+        the query, in standard deviations of unrelated pairs: 0 for a memory as near as unrelated texts are, the
+        relevance floor's bar near 3 (``retrieval.floor``). ``None`` when the background is not measured.
 
-    def unrelated_to(self, query_vector: np.ndarray, query_group: str, group: str, form: str = "") -> float:
-        """The calibrated similarity of ``query_vector`` (query role) to the most similar neutral sentence of
-        ``group`` written in ``form`` (:func:`aneutral`): a bar of this query's own, since a model may place a
-        query (a nonsense one above all) near every text alike (``-inf`` when not measured)."""
-        neutral = self.neutral.get((group, form))
-        if neutral is None or neutral.shape[1:] != query_vector.shape:
-            return float("-inf")
-        return float(self.calibrate(float((neutral @ query_vector).max()), query_group, group, role="query"))
+        The mean of two standard scores of the cosine (symmetric score normalisation, as speaker verification
+        does it): against the query's cosines to the background statements written as the memory is (a
+        nonsense query sits near every text alike, so only what stands out from its own spread counts), and
+        against the memory's cosines to the background queries (a short memory sits near every query alike).
+        """
+        passages = self.background.get((group, form))
+        queries = self.background_queries.get(query_group)
+        if passages is None or queries is None or passages.shape[1:] != query_vector.shape:
+            return None
+        cosine = vectors @ query_vector
+        of_query = passages @ query_vector
+        of_memory = vectors @ queries.T
+        by_query = (cosine - of_query.mean()) / max(float(of_query.std()), _MIN_STD)
+        by_memory = (cosine - of_memory.mean(axis=1)) / np.maximum(of_memory.std(axis=1), _MIN_STD)
+        return 0.5 * (by_query + by_memory)
 
     def cosine_at(self, calibrated: float, a: str = "en", b: str = "en", *, role: Role = "passage") -> float:
         """The raw cosine that reads as ``calibrated``: a threshold on the model's own vectors."""
@@ -174,7 +286,6 @@ async def acalibration(embeddings: EmbeddingService) -> SimilarityCalibration:
         queries[g] = np.stack([await embeddings.aembed_query(t, field="calibration") for t in texts[g]])
     entities = {g: await embeddings.aembed_texts(list(names[g]), field="calibration") for g in GROUPS}
     baselines: dict[tuple[Role, str, str], float] = {}
-    tops: dict[tuple[Role, str, str], float] = {}
     for a in GROUPS:
         for b in GROUPS:
             pairs = {
@@ -183,11 +294,8 @@ async def acalibration(embeddings: EmbeddingService) -> SimilarityCalibration:
                 "name": entities[a] @ entities[b].T,
             }
             for role, sims in pairs.items():
-                unrelated = _unrelated(sims)
-                baselines[role, a, b] = float(unrelated.mean())
-                tops[role, a, b] = float(unrelated.max())
-    neutral = {(g, ""): vectors for g, vectors in passages.items()}
-    calibration = SimilarityCalibration(space=space, baselines=baselines, tops=tops, neutral=neutral)
+                baselines[role, a, b] = float(_unrelated(sims).mean())
+    calibration = SimilarityCalibration(space=space, baselines=baselines)
     logger.info(
         "similarity calibration of %s (mean cosine of unrelated pairs): %s",
         space,
@@ -197,14 +305,50 @@ async def acalibration(embeddings: EmbeddingService) -> SimilarityCalibration:
     return calibration
 
 
-async def aneutral(
+async def abackground(
     embeddings: EmbeddingService, calibration: SimilarityCalibration, form: str, write: Callable[[str], str]
 ) -> None:
-    """Embed the neutral sentences as ``write`` writes a memory of ``form`` (say, a turn of one speaker), once per
-    model and form, into ``calibration.neutral``: a memory's words around its text (a speaker's name) bring every
-    text of that form nearer to any query, so its bar is measured on texts written alike."""
-    if all((g, form) in calibration.neutral for g in GROUPS):
-        return
-    texts = {"en": NEUTRAL_EN, "zh": NEUTRAL_ZH}
+    """Measure the relevance floor's background for memories of ``form`` (``write`` writes a memory of that form,
+    say a turn of one speaker), once per model and form, into ``calibration``: the background statements in that
+    form, and (first) the background queries and the null of the floor's bars (:attr:`floor_nulls`).
+
+    A memory's words around its text (a speaker's name) bring every text of that form nearer to any query, so the
+    query side is measured on texts written alike. The null of ``(a, b)`` is
+    :meth:`~SimilarityCalibration.relevance` over every unrelated pair of background query ``i`` of ``a`` and
+    statement ``j != i`` of ``b``, each side normalised by the other statements (leaving both out).
+    """
+    texts = {"en": BACKGROUND_EN, "zh": BACKGROUND_ZH}
+    if not calibration.background_queries:
+        for g in GROUPS:
+            calibration.background_queries[g] = np.stack(
+                [await embeddings.aembed_query(t, field="calibration") for t in texts[g]]
+            )
     for g in GROUPS:
-        calibration.neutral[g, form] = await embeddings.aembed_texts([write(t) for t in texts[g]], field="calibration")
+        if (g, form) not in calibration.background:
+            vectors = await embeddings.aembed_texts([write(t) for t in texts[g]], field="calibration")
+            calibration.background[g, form] = np.asarray(vectors)
+    if not calibration.floor_nulls and form == "":
+        for a in GROUPS:
+            for b in GROUPS:
+                null = _null_relevance(calibration.background_queries[a], calibration.background[b, ""])
+                calibration.floor_nulls[a, b] = (float(null.mean()), float(null.std()))
+        logger.info("relevance floor nulls of %s (mean, sd): %s", calibration.space, calibration.floor_nulls)
+
+
+def _null_relevance(queries: np.ndarray, passages: np.ndarray) -> np.ndarray:
+    """:meth:`SimilarityCalibration.relevance` of every pair of query ``i`` and passage ``j != i`` (unrelated),
+    each side normalised by the background without ``i`` and ``j``."""
+    sims = queries @ passages.T  # [i, j]: query i against statement j
+    n = sims.shape[0]
+    out = []
+    for i in range(n):
+        for j in range(n):
+            if i == j:
+                continue
+            keep = np.ones(n, dtype=bool)
+            keep[[i, j]] = False
+            of_query, of_memory = sims[i, keep], sims[keep, j]
+            by_query = (sims[i, j] - of_query.mean()) / max(float(of_query.std()), _MIN_STD)
+            by_memory = (sims[i, j] - of_memory.mean()) / max(float(of_memory.std()), _MIN_STD)
+            out.append(0.5 * (by_query + by_memory))
+    return np.array(out)

@@ -62,7 +62,9 @@ from llama_index_memory_hierarchy.language.sentences import (
 from llama_index_memory_hierarchy.language.tokens import (
     ACKNOWLEDGEMENTS,
     ANALYZER_VERSION,
+    CONTENT_FREE_WORDS,
     content_word,
+    evidence_terms,
     index_terms,
     keyword_text,
     keyword_tokens,
@@ -75,6 +77,7 @@ from llama_index_memory_hierarchy.language.tokens import (
 __all__ = [
     "ACKNOWLEDGEMENTS",
     "ANALYZER_VERSION",
+    "CONTENT_FREE_WORDS",
     "FIRST_PERSON",
     "FIRST_PERSON_PLURAL",
     "HAN",
@@ -88,6 +91,7 @@ __all__ = [
     "asks",
     "content_word",
     "detect_language",
+    "evidence_terms",
     "extract_time_hints",
     "has_han",
     "has_temporal_intent",

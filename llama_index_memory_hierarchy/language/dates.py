@@ -192,7 +192,7 @@ def _zh_date_parser() -> Any:
 
 def _chinese_time_hints(query: str, now: datetime | None) -> list[TimeHint]:
     hints: list[TimeHint] = []
-    text = zh.NUMBER.sub(lambda m: _zh_number(m.group(0)), query)
+    text = zh.NUMBER.sub(lambda m: _zh_number(m.group(0)), zh.ASKED_TIME.sub(" ", query))
     for m in zh.MONTH_DAY.finditer(text):
         year = int(m.group(1)) if m.group(1) else None
         month, day_number = int(m.group(2)), int(m.group(3))

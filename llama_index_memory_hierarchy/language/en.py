@@ -24,6 +24,16 @@ ACKNOWLEDGEMENTS = frozenset(
     indeed exactly agree agreed true totally definitely course appreciate appreciated pleasure lot makes
     sense will""".split()  # noqa: SIM905 (a word list reads better as text)
 )
+#: Words about the conversation itself (saying, telling, remembering, knowing, asking) and where in it (earlier,
+#: again; "like" as in "like I said"): a turn of nothing else and stop-words ("Like I said before, remember?")
+#: talks about talk, not the world.
+META_TALK = frozenset(
+    """say says said saying tell tells told telling mention mentions mentioned mentioning talk talks talked talking
+    speak spoke spoken discuss discussed discussing chat chatted ask asks asked asking answer answered explain
+    explained recall recalled recalling remind reminded reminding forget forgot forgotten know knew known knowing
+    think thought guess mean meant note told earlier before already again previously last time thing things stuff
+    something anything everything like""".split()  # noqa: SIM905 (a word list reads better as text)
+)
 #: A request to recall ("do you remember ...").
 RECALL_REQUEST = r"\b(?:do|did|can|could|would)?\s*you\s+(?:still\s+)?(?:remember|recall|know)\b"
 #: A question that asks for a time ("When ...?", "How long ...?").

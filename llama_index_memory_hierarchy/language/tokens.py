@@ -14,6 +14,8 @@ from llama_index_memory_hierarchy.language import en, zh
 from llama_index_memory_hierarchy.language.dates import has_time_expression
 from llama_index_memory_hierarchy.language.scripts import CJK, KATAKANA, MARKS
 
+CJK_CHAR = re.compile(f"[{CJK}]")
+
 #: Version of the keyword analysis (:func:`index_terms`); stored with the record store.
 #: 1: light English stemmer (before this module); 2: Snowball English stemmer; 3: ordinals as their numbers
 #: ("29th" -> "29"), and a derived memory (a session summary) indexed without the turns before it, and no turn's
@@ -27,6 +29,9 @@ _TOKEN = re.compile(
 #: Words of acknowledgement and small talk, English and Chinese: a turn of nothing else says nothing to remember
 #: ("ok thanks", "got it, sounds good", "好的，我记住了。", "嗯嗯"), whatever words of a query it shares.
 ACKNOWLEDGEMENTS = en.ACKNOWLEDGEMENTS | zh.ACKNOWLEDGEMENTS
+#: What a content-free turn holds beside stop-words: acknowledgements and talk about the conversation itself
+#: (``META_TALK``: "I told you that earlier.", "我之前跟你说过的。").
+CONTENT_FREE_WORDS = ACKNOWLEDGEMENTS | en.META_TALK | zh.META_TALK
 
 _jieba_lock = threading.Lock()
 _jieba: Any = None
@@ -173,3 +178,28 @@ def query_terms(
 
 def _is_punctuation(token: str) -> bool:
     return all(unicodedata.category(ch)[0] in "PSZ" for ch in token)
+
+
+#: jieba's part-of-speech tags of words that carry no topic (Peking University tag set): localisers (里, 上),
+#: numerals and classifiers (一个), pronouns, prepositions, conjunctions, particles, adverbs, modal particles,
+#: interjections, onomatopoeia, status words and punctuation.
+_ZH_FUNCTION_TAGS = ("f", "m", "q", "r", "p", "c", "u", "d", "y", "e", "o", "z", "x", "w")
+
+
+def evidence_terms(text: str) -> frozenset[str]:
+    """The index terms of ``text``'s content words: what a memory must share with a query for the relevance
+    floor to count the keyword match as evidence.
+
+    The index terms (:func:`index_terms`) outside :func:`query_stopwords`, and for Chinese outside the words
+    jieba's dictionary tags as function words (:data:`_ZH_FUNCTION_TAGS`): "罗塞塔石碑上写了什么" keeps 罗塞塔,
+    石碑 and 写, not 上, which any "在车上" holds. A word the dictionary does not know counts as content.
+    """
+    stop = query_stopwords()
+    terms = [t for t in index_terms(text) if t not in stop and not _is_punctuation(t)]
+    if not any(CJK_CHAR.match(t) for t in terms):
+        return frozenset(terms)
+    import jieba.posseg
+
+    jieba_module()
+    tags = jieba.posseg.dt.word_tag_tab
+    return frozenset(t for t in terms if not tags.get(t, "n").startswith(_ZH_FUNCTION_TAGS))

@@ -21,8 +21,15 @@ ACKNOWLEDGEMENTS = frozenset(
     知道 知道了 了解 记住 记住了 记下 记下来 行 可以 没问题 问题 对 对的 是的 是 懂 懂了 没事 不客气 客气 再见
     拜拜 你好 嗨 晚安 早安 加油 当然 一定 好呀 好啊 棒 太好了 不错""".split()  # noqa: SIM905 (a word list reads better as text)
 )
+#: Words about the conversation itself (说, 告诉, 记得, 问) and where in it (之前, 刚才), as in English.
+META_TALK = frozenset(
+    """说 说过 讲 讲过 告诉 告诉过 提 提到 提过 提醒 聊 聊过 聊天 谈 谈过 问 问过 回答 解释 记得 记 记着 忘 忘了
+    忘记 想 觉得 意思 之前 以前 刚才 刚刚 已经 上次 再 又 还 事 事情 东西 一下""".split()  # noqa: SIM905 (a word list reads better as text)
+)
 #: A request to recall ("你还记得...吗").
 RECALL_REQUEST = r"[你您](?:还|是否|可)?(?:记得|记不记得|知道)"
+#: Words that ask for a time and name none ("哪一年", "几号"): read as no date ("一年" is not a year ago).
+ASKED_TIME = re.compile(r"哪一?(?:个)?(?:天|年|月|周|星期|礼拜)|几(?:月|号|点|年)|什么时候|何时")
 #: A question that asks for a time ("什么时候...？", "几号...？").
 TEMPORAL_INTENT = r"什么时候|何时|哪一?天|哪一?年|哪个月|几月|几号|几点|多久|多长时间|什么日子"
 

@@ -366,7 +366,10 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
             str | None, Field(description="Only what happened from: ISO date/time or an age '7d'.")
         ] = None,
         until: Annotated[str | None, Field(description="Only what happened until (inclusive), same forms.")] = None,
-        min_score: Annotated[float | None, Field(ge=0, description="Leave out weaker matches than this score.")] = None,
+        min_score: Annotated[
+            float | None,
+            Field(ge=0, description="Show every match scoring at least this, in place of the relevance floor."),
+        ] = None,
         user_id: UserArg = None,
     ) -> Annotated[CallToolResult, RecallResult]:
         """Search long-term memory across tiers for what is relevant to a question; best first, with full ids.
@@ -386,10 +389,10 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
                 types = [t.memory_type for t in spec.available_tiers()]
             else:
                 types = [spec.resolve_tier(tier, writable=False).memory_type]
-            bounds = {"time_range": (start, end)} if start or end else {}
+            bounds: dict[str, object] = {"time_range": (start, end)} if start or end else {}
+            if min_score is not None:  # the caller's own bar, in place of the relevance floor
+                bounds["min_score"] = min_score
             items = await spec.hierarchy.asearch(question, limit, memory_types=types, **bounds)
-            if min_score is not None:
-                items = [item for item in items if (item.score or 0.0) >= min_score]
             found = RecallResult(query=question, memories=[MemoryRecord.of(item) for item in items])
             if not items:
                 return tool_result(f"Nothing relevant remembered for {question!r}.", found)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from llama_index_memory_hierarchy.calibration import IDENTITY, SimilarityCalibration
-from llama_index_memory_hierarchy.language import ACKNOWLEDGEMENTS
+from llama_index_memory_hierarchy.language import CONTENT_FREE_WORDS
 
 #: Calibrated similarity (:mod:`~llama_index_memory_hierarchy.calibration`) at or above which two
 #: memories say the same thing (collapsed to one).
@@ -75,9 +75,10 @@ def information_words(tokens: Sequence[str], stopwords: Iterable[str]) -> frozen
 
 
 def is_content_free(words: frozenset[str], matched_query: bool) -> bool:
-    """Nothing but acknowledgement ("ok thanks", "好的，我记住了。", ``language.ACKNOWLEDGEMENTS``) whatever the
-    query, or at most two content words, none shared with the query ("got it")."""
-    return words <= ACKNOWLEDGEMENTS or (not matched_query and len(words) <= 2)
+    """Nothing but acknowledgement and talk about the conversation ("ok thanks", "好的，我记住了。", "I told you
+    earlier": ``language.CONTENT_FREE_WORDS``) whatever the query, or at most two content words, none shared with
+    the query ("got it")."""
+    return words <= CONTENT_FREE_WORDS or (not matched_query and len(words) <= 2)
 
 
 def _order(choice: Choice) -> tuple[bool, float, tuple[float, ...], str]:

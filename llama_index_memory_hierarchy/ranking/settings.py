@@ -104,8 +104,15 @@ class RankingSettings(BaseModel):
     relevance_floor: bool = Field(
         default=True,
         description="Show only memories with evidence of relevance: a content word of the query in their own "
-        "text, a person, date or graph link the query names, or a cosine above every unrelated pair of the "
-        "model's calibration set (``calibration.SimilarityCalibration.unrelated_top``).",
+        "text, a person, date or graph link the query names, or a cosine that stands out from unrelated texts "
+        "(``retrieval.floor``, ``calibration.SimilarityCalibration.relevance``).",
+    )
+    floor_false_positive_rate: float = Field(
+        default=0.002,
+        gt=0,
+        lt=0.5,
+        description="Share of unrelated memories whose cosine alone clears the relevance floor (the bar, in "
+        "standard deviations of the model's unrelated calibration pairs, is set from it).",
     )
 
     @field_validator("signal_weights")

@@ -30,6 +30,7 @@ class Candidate:
     when: float = 0.0  # the time prior: its time against the query's hints, and a time it names for *when*
     fresh: float = 0.0  # recency
     own: float = 0.0  # the IDF-weighted share of the query's terms in its own text (what it states itself)
+    matched: frozenset[str] = frozenset()  # those terms (``retrieval.floor`` counts the content words among them)
     evidence: float = 1.0  # how much its tier vouches for it (``tier_evidence``)
     sources: frozenset[str] = frozenset()  # what it derives from (``sources_of``)
     parts: dict[str, float] = field(default_factory=dict)

@@ -1,46 +1,107 @@
-"""The relevance floor (``RankingSettings.relevance_floor``): what shows no evidence of relevance is never shown."""
+"""The relevance floor (``RankingSettings.relevance_floor``): what shows no evidence of relevance is never shown.
+
+A memory's *standing* (:func:`standing_of`) is how far its cosine to the query sits above those of unrelated
+texts, in standard deviations of unrelated pairs (``SimilarityCalibration.relevance``, measured per model,
+language pair and speaker form on the background statements; 0 = as near as unrelated texts are). Its cosine is
+evidence when the standing is one that unrelated memories reach with probability
+``RankingSettings.floor_false_positive_rate`` (0.2%: 2.9); a shared content word when the standing is above 1.
+"""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
+from statistics import NormalDist
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from llama_index_memory_hierarchy.language import ACKNOWLEDGEMENTS, TimeHint
+from llama_index_memory_hierarchy.calibration import SimilarityCalibration, abackground
+from llama_index_memory_hierarchy.language import CONTENT_FREE_WORDS, TimeHint, evidence_terms
 from llama_index_memory_hierarchy.ranking.pipeline import time_score
 from llama_index_memory_hierarchy.retrieval.candidate import Candidate
-from llama_index_memory_hierarchy.turns import speaker_of
+from llama_index_memory_hierarchy.turns import format_turn, speaker_of
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
+
+if TYPE_CHECKING:
+    from llama_index_memory_hierarchy.embeddings import EmbeddingService
 
 
 def relevant(
+    query: str,
     hints: Sequence[TimeHint],
     candidates: Sequence[Candidate],
-    above_unrelated: np.ndarray,
+    standing: np.ndarray,
+    false_positive_rate: float,
     named: set[str],
     entity: np.ndarray,
 ) -> np.ndarray:
-    """Which candidates show evidence of relevance (``RankingSettings.relevance_floor``): a content word of the
-    query in what they state themselves, a person the query names by name, a date it names, a graph link from
-    an entity it names, or a cosine above that of every unrelated pair of the model's calibration set and above
-    the query's own to the calibration set's sentences written as the memory is (``calibration.unrelated_to``).
-    A short text (two content words at most) sits near any query in these models: its cosine alone is no evidence.
+    """Which candidates show evidence of relevance (``RankingSettings.relevance_floor``).
+
+    ``standing`` is each candidate's relevance in standard deviations of unrelated pairs (:func:`standing_of`,
+    NaN unmeasured). Evidence is a cosine that stands out (a standing only ``false_positive_rate`` of unrelated
+    memories reach), or a content word of the query (``language.evidence_terms``: not 里, 上, 一个) in what it
+    states itself with a meaning nearer than most unrelated texts (:data:`LEXICAL_FALSE_POSITIVE_RATE`: "work" in
+    "how does a jet engine work" and "I work at a bakery" is not), or a person the query names by name, a date it
+    names, a graph link from an entity it names. A short text (two content words at most) sits near any query in
+    these models: its cosine alone is no evidence; an acknowledgement or talk about talk is never relevant.
     """
-    out = above_unrelated.copy()
+    dense_bar = NormalDist().inv_cdf(1.0 - false_positive_rate)
+    lexical_bar = NormalDist().inv_cdf(1.0 - LEXICAL_FALSE_POSITIVE_RATE)
+    out = np.zeros(len(candidates), dtype=bool)
+    content = evidence_terms(query)
     for i, cand in enumerate(candidates):
         words = cand.text.words
-        if words <= ACKNOWLEDGEMENTS:  # an acknowledgement is relevant to nothing
-            out[i] = False
+        if words <= CONTENT_FREE_WORDS:  # an acknowledgement, talk about talk: relevant to nothing
             continue
-        if out[i] and len(words) > 2:
+        if standing[i] > dense_bar and len(words) > 2:
+            out[i] = True
             continue
+        worded = bool(cand.matched & content) and not standing[i] <= lexical_bar  # NaN: no meaning measured
         dated = bool(hints) and time_score(cand.item.timestamp, hints) > 0
-        out[i] = cand.own > 0 or cand.graph > 0 or dated or bool(named and entity[i] > 0)
+        out[i] = worded or cand.graph > 0 or dated or bool(named and entity[i] > 0)
     return out
 
 
-#: The most speakers a search measures the neutral sentences for (a new speaker costs two dozen embeddings once).
+#: The share of unrelated memories whose meaning still lets a shared content word count as evidence: a standing
+#: above one standard deviation of unrelated pairs (the nearest sixth of them).
+LEXICAL_FALSE_POSITIVE_RATE = 1.0 - NormalDist().cdf(1.0)
+#: The most speakers a search measures the background for (a new speaker costs some fifty embeddings once).
 MAX_FORMS = 8
+
+
+async def aprepare(
+    embeddings: EmbeddingService, calibration: SimilarityCalibration, candidates: Sequence[Candidate]
+) -> None:
+    """Measure the background for the candidates' forms (the plain one, and up to :data:`MAX_FORMS` speakers)."""
+    await abackground(embeddings, calibration, "", str)
+    for speaker in sorted({form_of(c.item) for c in candidates} - {""})[:MAX_FORMS]:
+        await abackground(embeddings, calibration, speaker, functools.partial(format_turn, speaker=speaker))
+
+
+def standing_of(
+    calibration: SimilarityCalibration,
+    query_vector: np.ndarray | None,
+    query_group: str,
+    candidates: Sequence[Candidate],
+) -> np.ndarray:
+    """Each candidate's relevance to the query (``SimilarityCalibration.relevance``) in standard deviations above
+    the mean of unrelated pairs (``floor_nulls``): about standard normal for unrelated memories. NaN without a
+    vector or a measured background."""
+    out = np.full(len(candidates), np.nan)
+    if query_vector is None:
+        return out
+    rows: dict[tuple[str, str], list[int]] = {}
+    for i, cand in enumerate(candidates):
+        if cand.vector is not None and cand.vector.shape == query_vector.shape:
+            rows.setdefault((cand.text.group, form_of(cand.item)), []).append(i)
+    for (group, form), index in rows.items():
+        vectors = np.stack([candidates[i].vector for i in index])
+        relevance = calibration.relevance(query_vector, query_group, vectors, group, form)
+        null = calibration.floor_nulls.get((query_group, group))
+        if relevance is not None and null is not None:
+            out[index] = (relevance - null[0]) / max(null[1], 1e-6)
+    return out
 
 
 def form_of(item: MemoryItem) -> str:

@@ -43,7 +43,6 @@ reads and the composition with explanations are here.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import math
 from collections.abc import Sequence
@@ -53,7 +52,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from llama_index_memory_hierarchy.calibration import SimilarityCalibration, acalibration, aneutral, group_of
+from llama_index_memory_hierarchy.calibration import SimilarityCalibration, acalibration, group_of
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
@@ -89,7 +88,7 @@ from llama_index_memory_hierarchy.retrieval.conversation_query import (
 )
 from llama_index_memory_hierarchy.retrieval.conversation_rules import answered_terms
 from llama_index_memory_hierarchy.retrieval.evidence import procedural, tier_evidence
-from llama_index_memory_hierarchy.retrieval.floor import MAX_FORMS, form_of, relevant
+from llama_index_memory_hierarchy.retrieval.floor import aprepare, relevant, standing_of
 from llama_index_memory_hierarchy.retrieval.keyword import term_weights
 from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
@@ -99,7 +98,7 @@ from llama_index_memory_hierarchy.tiers.perceptual import PerceptualMemory
 from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory
 from llama_index_memory_hierarchy.tiers.tierset import TierSet
 from llama_index_memory_hierarchy.tiers.working import WorkingMemory
-from llama_index_memory_hierarchy.turns import chat_party_of, format_turn, speaker_of
+from llama_index_memory_hierarchy.turns import chat_party_of, speaker_of
 from llama_index_memory_hierarchy.types import (
     MemoryFilter,
     MemoryItem,
@@ -300,10 +299,7 @@ class CrossTierSearch(RuntimeBound):
         if not candidates:
             return []
         if settings.relevance_floor and min_score is None:
-            for speaker in sorted({form_of(c.item) for c in candidates.values()} - {""})[:MAX_FORMS]:
-                await aneutral(
-                    context.embeddings, calibration, speaker, functools.partial(format_turn, speaker=speaker)
-                )
+            await aprepare(context.embeddings, calibration, list(candidates.values()))
         ranked = self._score(asked, list(candidates.values()), limit, calibration, settings, min_score)
         if not ranked:
             logger.debug("nothing relevant for a query of %d characters", len(query))
@@ -415,7 +411,8 @@ class CrossTierSearch(RuntimeBound):
         total = sum(weights.values())
         context_share = settings.context_share
         for memory_id, cand in found.items():
-            own = sum(weights[t] for t in terms & mine[memory_id]) / total if total else 1.0
+            cand.matched = terms & mine[memory_id]
+            own = sum(weights[t] for t in cand.matched) / total if total else 1.0
             cand.own = own if total else 0.0
             if memory_id in hits:
                 share = context_share + (1.0 - context_share) * own  # see RankingSettings.context_share
@@ -476,18 +473,9 @@ class CrossTierSearch(RuntimeBound):
         # the cosine on the model's calibrated scale: unrelated texts at 0 whatever the model and languages
         dense = np.array([c.dense for c in candidates])
         groups = np.array([c.text.group for c in candidates])
-        above_unrelated = np.zeros(len(candidates), dtype=bool)
         for group in set(groups.tolist()):
             rows = groups == group
             dense[rows] = calibration.calibrate(dense[rows], query.group, group, role="query")
-            above_unrelated[rows] = dense[rows] > calibration.unrelated_top(query.group, group, role="query")
-        if query.vector:  # and above what the query is to the neutral sentences, written as each memory is
-            bars: dict[tuple[str, str], float] = {}
-            for i, cand in enumerate(candidates):
-                key = (str(groups[i]), form_of(cand.item))
-                if key not in bars:
-                    bars[key] = calibration.unrelated_to(query.vector[0], query.group, *key)
-                above_unrelated[i] &= dense[i] > bars[key]
         dense = np.maximum(dense, 0.0)
         base = w_kw * keyword + w_dense * (dense + cross_modal)
         entity = np.zeros(len(candidates))
@@ -518,7 +506,9 @@ class CrossTierSearch(RuntimeBound):
         scores = sum(columns.values()).tolist()
         table = {name: column.tolist() for name, column in columns.items()}
         if settings.relevance_floor and min_score is None:  # what shows no evidence of relevance is never shown
-            shown = relevant(query.hints, candidates, above_unrelated, named, entity)
+            standing = standing_of(calibration, query.vector[0] if query.vector else None, query.group, candidates)
+            rate = settings.floor_false_positive_rate
+            shown = relevant(query.text, query.hints, candidates, standing, rate, named, entity)
         else:
             shown = np.ones(len(candidates), dtype=bool)
         order = sorted(
