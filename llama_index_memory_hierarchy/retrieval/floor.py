@@ -40,21 +40,28 @@ def relevant(
 
     ``standing`` is each candidate's relevance in standard deviations of unrelated pairs (:func:`standing_of`,
     NaN unmeasured). Evidence is a cosine that stands out (a standing only ``false_positive_rate`` of unrelated
-    memories reach), or a content word of the query (``language.evidence_terms``: not 里, 上, 一个) in what it
-    states itself with a meaning nearer than most unrelated texts (:data:`LEXICAL_FALSE_POSITIVE_RATE`: "work" in
-    "how does a jet engine work" and "I work at a bakery" is not), or a person the query names by name, a date it
-    names, a graph link from an entity it names. A short text (two content words at most) sits near any query in
-    these models: its cosine alone is no evidence; an acknowledgement or talk about talk is never relevant.
+    memories reach, or :data:`CLEAR_LENIENCY` times that for the one candidate that stands :data:`CLEAR_MARGIN`
+    above every other: a clear best match, as Lowe's ratio test accepts a match far better than the next), or a
+    content word of the query (``language.evidence_terms``: not 里, 上, 一个) in what it states itself with a
+    meaning nearer than most unrelated texts (:data:`LEXICAL_FALSE_POSITIVE_RATE`: "work" in "how does a jet
+    engine work" and "I work at a bakery" is not), or a person the query names by name, a date it names, a graph
+    link from an entity it names. A short text (two content words at most) sits near any query in these models:
+    its cosine alone is no evidence; an acknowledgement or talk about talk is never relevant.
     """
     dense_bar = NormalDist().inv_cdf(1.0 - false_positive_rate)
     lexical_bar = NormalDist().inv_cdf(1.0 - LEXICAL_FALSE_POSITIVE_RATE)
+    clear_bar = NormalDist().inv_cdf(1.0 - min(0.5, CLEAR_LENIENCY * false_positive_rate))
+    known = np.nan_to_num(standing, nan=-np.inf)
+    top, runner_up = [*np.sort(known)[::-1].tolist(), -np.inf, -np.inf][:2]
     out = np.zeros(len(candidates), dtype=bool)
     content = evidence_terms(query)
     for i, cand in enumerate(candidates):
         words = cand.text.words
         if words <= CONTENT_FREE_WORDS:  # an acknowledgement, talk about talk: relevant to nothing
             continue
-        if standing[i] > dense_bar and len(words) > 2:
+        others = runner_up if known[i] == top else top
+        clear = known[i] > clear_bar and known[i] - max(others, 0.0) > CLEAR_MARGIN
+        if (known[i] > dense_bar or clear) and len(words) > 2:
             out[i] = True
             continue
         worded = bool(cand.matched & content) and not standing[i] <= lexical_bar  # NaN: no meaning measured
@@ -63,6 +70,10 @@ def relevant(
     return out
 
 
+#: How many times more unrelated memories a clear best candidate may be drawn from, and by how many standard
+#: deviations of unrelated pairs it must stand above the next candidate (and above 0) to be clear.
+CLEAR_LENIENCY = 5.0
+CLEAR_MARGIN = 1.0
 #: The share of unrelated memories whose meaning still lets a shared content word count as evidence: a standing
 #: above one standard deviation of unrelated pairs (the nearest sixth of them).
 LEXICAL_FALSE_POSITIVE_RATE = 1.0 - NormalDist().cdf(1.0)
