@@ -4,7 +4,8 @@ runtime error in one clean line), never "unexpected ...", never a traceback, nev
 stderr, and never a message that echoes a 100,000-character value whole.
 
 Run through ``main`` in this process on the hashing embedding, from a scratch working folder. The fast variant
-feeds each option a few values in turn; the long one (``--run-slow``) every value to every option. The serving
+feeds each option a few values in turn; the long ones (``--run-slow``) every value to every option, and 400 values
+Hypothesis draws (any text, huge numbers and ages, times, deep JSON) to drawn options. The serving
 and interactive commands (``chat``, ``demo``, ``mcp``, ``ui``) are left out: a value they accept starts a server.
 """
 
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from llama_index_memory_hierarchy.cli import main
 from llama_index_memory_hierarchy.cli.__init__ import build_parser
@@ -141,6 +144,28 @@ def test_fuzz_every_option(lmh: Any, work: Path, command: str, option: str) -> N
 @pytest.mark.parametrize("value", range(len(HOSTILE)))
 def test_fuzz_every_option_long(lmh: Any, work: Path, command: str, option: str, value: int) -> None:
     _check(lmh, command, option, HOSTILE[value], work)
+
+
+#: Drawn values: any text (control characters and lone surrogates too), huge numbers and ages, times, deep JSON.
+VALUES = st.one_of(
+    st.text(st.characters(exclude_categories=()), max_size=300),
+    st.integers(-(10**400), 10**400).map(str),
+    st.tuples(st.integers(0, 10**30), st.sampled_from(["d", "h", "m", "s", "w", "y", "D", ""])).map(
+        lambda age: f"{age[0]}{age[1]}"
+    ),
+    st.datetimes().map(lambda moment: moment.isoformat()),
+    st.integers(1, 100_000).map(lambda depth: '{"a":' + "[" * depth + "]" * depth + "}"),
+    st.recursive(st.none() | st.booleans() | st.floats() | st.text(max_size=20), lambda inner: st.lists(inner)
+                 | st.dictionaries(st.text(max_size=10), inner), max_leaves=30).map(json.dumps),
+)  # fmt: skip
+
+
+@pytest.mark.slow
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=st.sampled_from(CASES), value=VALUES)
+def test_fuzz_every_option_hypothesis(lmh: Any, work: Path, case: tuple[str, str], value: str) -> None:
+    """Drawn (option, value) pairs: the same answer as the fixed values (exit 0, 1 or 2 naming the option)."""
+    _check(lmh, *case, value, work)
 
 
 def test_the_fuzzed_memory_still_reads(lmh: Any, work: Path) -> None:

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("mcp")
 
@@ -252,3 +254,68 @@ def test_fuzz_every_tool_argument_long(client: RawClient) -> None:
         client.send(json.dumps(head)[:-1] + f',"params":{params}}}')
         answer = client.reply()  # nesting past the parser's limit: a parse error under the request's id
         assert answer["id"] == 100_099 + 100 * n and answer["error"]["code"] == PARSE_ERROR, answer
+
+
+# ------------------------------------------------------------------ drawn lines: stdio always answers
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**40), 10**40) | st.floats(allow_nan=False)
+    | st.text(st.characters(exclude_categories=()), max_size=40),
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
+    max_leaves=25,
+)  # fmt: skip
+#: Line breaks split a line in two (the transport reads universal newlines); a blank line is no message.
+GARBAGE = st.text(st.characters(exclude_categories=(), exclude_characters="\r\n"), min_size=1, max_size=300).filter(
+    lambda line: line.strip() and not _is_notification(line)
+)
+_NEXT_ID = iter(range(500_000, 10**9))
+
+
+def _is_notification(line: str) -> bool:
+    """A readable JSON-RPC message without an id: no answer is due (JSON-RPC 2.0)."""
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and "method" in data and "id" not in data
+
+
+@st.composite
+def _lines(draw: st.DrawFn, tools: dict[str, dict[str, Any]]) -> tuple[str, int | None]:
+    """A line a broken or hostile client may write, and the id its answer must carry (None: a parse error's)."""
+    kind = draw(st.sampled_from(["tool", "method", "garbage", "truncated"]))
+    request_id = next(_NEXT_ID)
+    if kind == "garbage":
+        return draw(GARBAGE), None
+    if kind == "tool":
+        name = draw(st.sampled_from(sorted(tools)))
+        names = [*sorted(tools[name].get("properties", {})), "extra"]
+        arguments = draw(st.dictionaries(st.sampled_from(names), JSON_VALUES, max_size=4))
+        params: Any = {"name": name, "arguments": arguments}
+        method = "tools/call"
+    else:
+        method = draw(st.sampled_from(["tools/call", "tools/list", "resources/read", "prompts/get", "ping", "x/y"]))
+        params = draw(JSON_VALUES)
+    line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+    if kind == "truncated":
+        line = line[: draw(st.integers(1, max(1, len(line) - 1)))]
+        return line, request_id_of(line)  # a parse error carries the id when the cut left it readable
+    return line, request_id
+
+
+@pytest.mark.slow
+def test_every_drawn_line_is_answered(client: RawClient) -> None:
+    """500 drawn lines (tool calls with drawn arguments, other methods with drawn params, text of any character,
+    truncated messages): each gets exactly one answer under its id (or null) and the server reads on."""
+    tools = _tools(client)
+
+    @settings(max_examples=500, deadline=None, database=None)
+    @given(drawn=_lines(tools))
+    def answered(drawn: tuple[str, int | None]) -> None:
+        line, request_id = drawn
+        client.send(line)
+        answer = client.reply()
+        assert answer.get("id") in (request_id, None), (line[:200], answer)
+        assert ("result" in answer) != ("error" in answer), answer
+
+    answered()
+    assert client.call(9, "tools/call", {"name": "memory_stats", "arguments": {}})["result"]["isError"] is False
