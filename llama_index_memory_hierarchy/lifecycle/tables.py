@@ -28,7 +28,7 @@ import sqlalchemy as sa
 
 from llama_index_memory_hierarchy.errors import StoreError
 from llama_index_memory_hierarchy.stores.context import StoreContext
-from llama_index_memory_hierarchy.stores.schema import SeqType, metadata
+from llama_index_memory_hierarchy.stores.schema import SeqType, memories, metadata
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -364,15 +364,21 @@ class LifecycleStore:
 
     # ------------------------------------------------------------------ the access log
     async def arecord_shown(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Append access-log rows (``user_id``, ``session_id``, ``at``, ``input``, ``memory_ids``) in one insert."""
+        """Append access-log rows (``user_id``, ``session_id``, ``at``, ``input``, ``memory_ids``) in one insert;
+        rows of a user without records are dropped: another process queued them before erasing the user."""
         if not rows:
             return
 
         async def work(conn: AsyncConnection) -> None:
-            await conn.execute(
-                sa.insert(shown),
-                [{**row, "memory_ids": _dumps(list(row["memory_ids"]))} for row in rows],
-            )
+            users = sorted({row["user_id"] for row in rows})
+            found = {
+                user
+                for user in users
+                if (await conn.execute(sa.select(sa.literal(1)).where(memories.c.user_id == user).limit(1))).first()
+            }
+            kept = [{**row, "memory_ids": _dumps(list(row["memory_ids"]))} for row in rows if row["user_id"] in found]
+            if kept:
+                await conn.execute(sa.insert(shown), kept)
 
         await self._run(work, write=True, op="access log")
 

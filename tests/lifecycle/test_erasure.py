@@ -513,3 +513,28 @@ def test_forget_user_waits_for_a_consolidation_running_in_another_process(tmp_pa
     assert bob.context.runtime.run(bob.context.records.count(BOB, namespace=None)) == 1  # the other user intact
     racer.close()
     bob.close()
+
+
+def test_access_log_rows_another_process_queued_before_the_erasure_are_not_written_after_it(
+    memory_factory, persist_dir
+) -> None:
+    """Another process's ``get()`` queued what it showed (written in the background, a second or so later); the
+    user is erased meanwhile: its flush wrote lifecycle_shown rows naming the user and deleted memory ids."""
+    import time
+
+    from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
+
+    racer = memory_factory(user_id=RACER, session_id=RACER_SESSION)
+    alice = memory_factory(user_id="alice")
+    shown_id = racer.episodic.add("I keep bees on the roof")
+    alice_id = alice.episodic.add("Alice waters the ferns on Sundays")
+    queued = [
+        {"user_id": RACER, "session_id": RACER_SESSION, "at": time.time(), "input": "bees?", "memory_ids": [shown_id]},
+        {"user_id": "alice", "session_id": "s1", "at": time.time(), "input": "ferns?", "memory_ids": [alice_id]},
+    ]
+    racer.manager.forget_user()
+    store = LifecycleStore(alice.context)
+    alice.context.runtime.run(store.arecord_shown(queued))  # the other process's flush, after the erasure
+    for needle in (RACER, RACER_SESSION, shown_id):
+        assert not {t for t, v in sqlite_cells(persist_dir / "memory.db") if contains(v, needle)}, needle
+    assert [row["input"] for row in alice.context.runtime.run(store.ashown("alice"))] == ["ferns?"]
