@@ -581,7 +581,9 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         best first, none twice; the history window (``exclude``) is shown anyway, so it is left out, and so is
         what an earlier input of the session showed (``ShownEarlier``). The search reads the recent user
         ``turns`` for what the conversation is about (``retrieval.conversation_query``). A line that does not
-        fit is dropped whole.
+        fit is dropped whole. The profile's standing facts (diet, allergies, language, ...) lead it and are
+        shown whatever the query, since they bear on requests that share no word with them ("what should I
+        cook tonight?"); ``aprofile_text(standing_only=True)`` is them alone, for a query nothing else clears.
         """
         every_rule = await self.procedural.ainstructions(include_history=True)
         rules = [rule for rule in every_rule if is_current(rule)]
