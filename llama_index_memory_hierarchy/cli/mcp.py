@@ -114,7 +114,7 @@ def _serve_http(server: Any, args: argparse.Namespace, out: Output, n_tokens: in
             f"serving on {args.host}, reachable from other machines: put a TLS terminator (a reverse proxy with "
             "HTTPS) in front, or bearer tokens travel in clear"
         )
-    from llama_index_memory_hierarchy.mcp_server.server import http_app
+    from llama_index_memory_hierarchy.mcp_server.http_auth import http_app
 
     app = http_app(server, host=args.host, path=args.path)
     level = "debug" if args.debug else "info" if args.verbose else "warning"

@@ -1,11 +1,12 @@
 """The MCP server: memory tools, the profile resource and a usage prompt, over stdio or streamable HTTP.
 
-One process serves one folder or ``--config`` deployment. :class:`MemoryService` holds the
+One process serves one folder or ``--config`` deployment. :class:`~.service.MemoryService` holds the
 stores open once and one :class:`~llama_index_memory_hierarchy.hierarchy.HierarchicalMemory`
 per user, made on first use; every tool call first settles *whose* memory it acts on (the
 stdio server's fixed user, or the owner of the HTTP request's bearer token, see
-:mod:`~llama_index_memory_hierarchy.mcp_server.access`) and reaches only that user's
-hierarchy, so neither a ``user_id`` nor a memory id of another user gets through.
+:mod:`~llama_index_memory_hierarchy.mcp_server.access` and :mod:`.http_auth`) and reaches only that
+user's hierarchy, so neither a ``user_id`` nor a memory id of another user gets through. This module
+assembles the server: the memory tools here, the others from the modules beside it.
 
 The memory tools reuse :class:`~llama_index_memory_hierarchy.tools.MemoryToolSpec` and
 :class:`~llama_index_memory_hierarchy.tools.RagToolSpec` (the same text, ids and checks an
@@ -16,23 +17,20 @@ message, never as a crash of the server.
 from __future__ import annotations
 
 import logging
-import re
-import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from mcp.server.auth.middleware.auth_context import get_access_token
-from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
 from pydantic import Field
 
 from llama_index_memory_hierarchy.errors import MemoryHierarchyError, MemoryValidationError
-from llama_index_memory_hierarchy.mcp_server.access import DocumentRoots, Principal, TokenTable
+from llama_index_memory_hierarchy.mcp_server.access import TokenTable
 from llama_index_memory_hierarchy.mcp_server.arguments import DESTROY, READ, WRITE, UserArg
 from llama_index_memory_hierarchy.mcp_server.context_tools import profile_text, register_context_tools
 from llama_index_memory_hierarchy.mcp_server.document_tools import register_document_tools
+from llama_index_memory_hierarchy.mcp_server.http_auth import auth_options, request_principal
 from llama_index_memory_hierarchy.mcp_server.instructions import register_instruction_tools
 from llama_index_memory_hierarchy.mcp_server.results import (
     Erased,
@@ -47,6 +45,7 @@ from llama_index_memory_hierarchy.mcp_server.results import (
     Updated,
     tool_result,
 )
+from llama_index_memory_hierarchy.mcp_server.service import MemoryService
 from llama_index_memory_hierarchy.types import (
     MemoryType,
     parse_moment,
@@ -60,10 +59,7 @@ from llama_index_memory_hierarchy.types import (
 # which a stdio client's initialize must not wait for (bench/mcp_startup.py).
 
 if TYPE_CHECKING:  # pragma: no cover
-    from llama_index_memory_hierarchy.config import MemoryConfig
     from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
-    from llama_index_memory_hierarchy.stores.context import StoreContext
-    from llama_index_memory_hierarchy.tools import MemoryToolSpec, RagToolSpec
 
 logger = logging.getLogger(__name__)
 
@@ -83,173 +79,10 @@ You never need to pass `user_id`: the server knows whose memory this is."""
 _NOT_FOUND_PREFIX = "No memory with id="
 _MAX_FORGET = 100
 _MAX_PAGE = 100
-#: ``Bearer``, one space, an RFC 6750 token (no spaces).
-_BEARER = re.compile(r"Bearer [A-Za-z0-9\-._~+/]+=*")
 
 WritableTier = Literal["semantic", "episodic", "working"]
 SearchTier = Literal["all", "working", "episodic", "semantic", "perceptual", "procedural"]
 ListTier = Literal["all", "episodic", "semantic", "perceptual"]
-
-
-class MemoryService:
-    """The stores of one deployment, and one hierarchy (and tool specs) per user, opened on first use."""
-
-    def __init__(
-        self,
-        config: MemoryConfig,
-        *,
-        llm: Any = None,
-        principal: Principal | None = None,
-        document_roots: DocumentRoots | None = None,
-    ) -> None:
-        self.config = config
-        self.llm = llm
-        #: The folders add_document / ingest_documents may read (none: no file at all).
-        self.document_roots = document_roots or DocumentRoots()
-        #: The fixed principal of a stdio server (None: each HTTP request's token says).
-        self.principal = principal
-        # opened on first use (or by warm_up), then held for the server's life: users come and go
-        self._context: StoreContext | None = None
-        self._opening = threading.Lock()
-        self._warming: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._memories: dict[str, HierarchicalMemory] = {}
-        self._specs: dict[str, MemoryToolSpec] = {}
-        self._documents: dict[tuple[str, str], RagToolSpec] = {}
-        self._closed = False
-
-    def _stores(self) -> StoreContext:
-        """The deployment's stores, opened once (an interrupted erasure is finished first)."""
-        from llama_index_memory_hierarchy.lifecycle.erasure import aresume_erasures
-        from llama_index_memory_hierarchy.stores.context import StoreContext
-
-        with self._opening:
-            if self._context is None:
-                self._context = StoreContext.acquire(self.config, on_open=aresume_erasures)
-            return self._context
-
-    def warm_up(self) -> None:
-        """Open the stores, load the embedding model, (stdio) the user's tools and what a first search measures
-        or reads once (the model's calibration, the stopwords), so that the first call does not wait for them."""
-        from llama_index_memory_hierarchy.calibration import acalibration
-        from llama_index_memory_hierarchy.language import query_stopwords
-
-        context = self._stores()
-        context.embeddings.probe()
-        if self.principal is not None and self.principal.user_id is not None:
-            self.tools(self.principal.user_id)
-        context.runtime.run(acalibration(context.embeddings))
-        query_stopwords()
-
-    def warm_up_in_background(self) -> None:
-        """:meth:`warm_up` in a thread: a stdio client's ``initialize`` is answered meanwhile (the first tool
-        call waits only for what is still loading)."""
-
-        def warm() -> None:
-            try:
-                self.warm_up()
-            except Exception:  # the first tool call opens the stores again and reports the error to the client
-                logger.exception("opening the stores in the background failed")
-
-        self._warming = threading.Thread(target=warm, name="lmh-mcp-warm-up", daemon=True)
-        self._warming.start()
-
-    def _after_warm_up(self) -> None:
-        """Wait for the background warm-up when another thread runs it, before importing anything of LlamaIndex:
-        a tool call importing it beside the warm-up can meet its modules half initialised ("cannot import name
-        ... from partially initialized module"), and would measure the calibration a second time."""
-        warming = self._warming
-        if warming is not None and warming is not threading.current_thread():
-            warming.join()
-
-    def memory(self, user_id: str) -> HierarchicalMemory:
-        """The hierarchy of ``user_id`` (one per user for the server's life, sharing the stores)."""
-        self._after_warm_up()
-        from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
-
-        with self._lock:
-            if self._closed:
-                raise MemoryHierarchyError("the server is shutting down")
-            memory = self._memories.get(user_id)
-            if memory is None:
-                self._stores()  # shared by every user's hierarchy (from_defaults finds it open)
-                memory = HierarchicalMemory.from_defaults(config=self.config, user_id=user_id)
-                self._memories[user_id] = memory
-            return memory
-
-    def tools(self, user_id: str) -> MemoryToolSpec:
-        """The memory tools of ``user_id`` (one spec per user)."""
-        self._after_warm_up()
-        from llama_index_memory_hierarchy.tools import MemoryToolSpec
-
-        memory = self.memory(user_id)
-        with self._lock:
-            return self._specs.setdefault(user_id, MemoryToolSpec(memory))
-
-    def documents(self, user_id: str, namespace: str) -> RagToolSpec:
-        """The document tools of knowledge base ``namespace`` of ``user_id``."""
-        self._after_warm_up()
-        from llama_index_memory_hierarchy.knowledge.base import KnowledgeBase, kb_namespace
-        from llama_index_memory_hierarchy.tools import RagToolSpec
-
-        kb_namespace(namespace)
-        memory = self.memory(user_id)
-        with self._lock:
-            spec = self._documents.get((user_id, namespace))
-            if spec is None:
-                kb = KnowledgeBase.from_defaults(
-                    namespace=namespace, user_id=user_id, context=memory.context, llm=self.llm
-                )
-                spec = self._documents[(user_id, namespace)] = RagToolSpec(kb)
-            return spec
-
-    def close(self) -> None:
-        """Close every hierarchy and knowledge base and release the stores (pending writes are applied)."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            documents, memories = list(self._documents.values()), list(self._memories.values())
-        for spec in documents:
-            spec.knowledge_base.close()
-        for memory in memories:
-            memory.close()
-        if self._warming is not None:
-            self._warming.join()
-        if self._context is not None:
-            self._context.release()
-
-
-class TokenFileVerifier:
-    """The SDK's ``TokenVerifier`` over a :class:`TokenTable`: a bearer token becomes an ``AccessToken``."""
-
-    def __init__(self, table: TokenTable) -> None:
-        self.table = table
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        principal = self.table.lookup(token)
-        if principal is None:
-            logger.info("refused a request with an unknown bearer token")
-            return None
-        return AccessToken(
-            token=token,
-            client_id="admin" if principal.admin else f"user:{principal.user_id}",
-            scopes=["memory"],
-            subject=principal.user_id,
-            claims={"lmh_user_id": principal.user_id, "lmh_admin": principal.admin},
-        )
-
-
-def _principal(service: MemoryService, ctx: Context | None) -> Principal:
-    """Who this request acts for: the stdio server's user, or the owner of the HTTP request's token."""
-    if service.principal is not None:
-        return service.principal
-    request = ctx.request_context.request if ctx is not None else None
-    user = getattr(request, "scope", {}).get("user") if request is not None else None
-    token: AccessToken | None = getattr(user, "access_token", None) or get_access_token()
-    if token is None or not token.claims:
-        raise ToolError("unauthenticated: this server needs a bearer token on every request")
-    return Principal(user_id=token.claims.get("lmh_user_id"), admin=bool(token.claims.get("lmh_admin")))
 
 
 async def _call(step: Callable[[], Awaitable[str]]) -> str:
@@ -308,11 +141,11 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
 
     if service.principal is None and tokens is None:
         raise MemoryValidationError("tokens", "a server without a fixed user needs a token file")
-    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=__version__, **_auth_options(tokens))
+    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=__version__, **auth_options(tokens))
 
     def user_of(ctx: Context | None, requested: str | None) -> str:
         try:
-            return _principal(service, ctx).resolve_user(requested)
+            return request_principal(service, ctx).resolve_user(requested)
         except MemoryValidationError as exc:
             raise ToolError(str(exc)) from None
 
@@ -609,7 +442,7 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
 
     async def read_profile(requested: str | None) -> str:
         try:
-            return await profile_text(service.memory(_principal(service, None).resolve_user(requested)))
+            return await profile_text(service.memory(request_principal(service, None).resolve_user(requested)))
         except (MemoryHierarchyError, ToolError) as exc:
             from mcp.server.mcpserver.exceptions import ResourceError
 
@@ -649,56 +482,4 @@ def build_server(service: MemoryService, tokens: TokenTable | None = None) -> MC
     return server
 
 
-class ExactBearer:
-    """ASGI middleware: an ``Authorization`` header must read exactly ``Bearer <token>`` (else 401).
-
-    The SDK takes any capitalisation of the scheme and everything after it as the token; a header
-    in another form is a client bug or a probe, refused before the token is looked at.
-    """
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            values = [v.decode("latin-1") for k, v in scope.get("headers", ()) if k.lower() == b"authorization"]
-            if values and (len(values) > 1 or not _BEARER.fullmatch(values[0])):
-                from starlette.responses import JSONResponse
-
-                response = JSONResponse(
-                    {"error": "invalid_request", "error_description": "use exactly 'Authorization: Bearer <token>'"},
-                    status_code=401,
-                    headers={"WWW-Authenticate": 'Bearer error="invalid_request"'},
-                )
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
-def http_app(server: MCPServer, *, host: str, path: str) -> Any:
-    """The streamable HTTP app of ``server`` at ``path``, refusing malformed ``Authorization`` headers."""
-    return ExactBearer(server.streamable_http_app(host=host, streamable_http_path=path))
-
-
-def _auth_options(table: TokenTable | None) -> dict[str, Any]:
-    """Bearer-token settings for the SDK (HTTP); none for a server with a fixed user."""
-    if table is None:
-        return {}
-    from mcp.server.auth.settings import AuthSettings
-
-    return {
-        "token_verifier": TokenFileVerifier(table),
-        # the tokens are issued out of band (the token file): no OAuth server, no resource metadata
-        "auth": AuthSettings(issuer_url="http://127.0.0.1", resource_server_url=None),
-    }
-
-
-__all__ = [
-    "INSTRUCTIONS",
-    "SERVER_NAME",
-    "ExactBearer",
-    "MemoryService",
-    "TokenFileVerifier",
-    "build_server",
-    "http_app",
-]
+__all__ = ["INSTRUCTIONS", "SERVER_NAME", "build_server"]
