@@ -32,6 +32,7 @@ from llama_index_memory_hierarchy.lifecycle.deps import LifecycleDeps
 from llama_index_memory_hierarchy.lifecycle.erasure import aresume_erasures
 from llama_index_memory_hierarchy.lifecycle.manager import MemoryManager
 from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
+from llama_index_memory_hierarchy.lifecycle.shown import SessionShown
 from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
 from llama_index_memory_hierarchy.messages import (
     MEMORIES_TAG,
@@ -48,7 +49,6 @@ from llama_index_memory_hierarchy.messages import (
 from llama_index_memory_hierarchy.provenance import SIGNATURE_KEY, asigning_key, sign_turn
 from llama_index_memory_hierarchy.ranking.context import fill_budget
 from llama_index_memory_hierarchy.ranking.settings import RankingSettings, ranking_settings
-from llama_index_memory_hierarchy.retrieval.conversation_query import ShownEarlier
 from llama_index_memory_hierarchy.retrieval.retriever import HierarchyRetriever
 from llama_index_memory_hierarchy.retrieval.search import CrossTierSearch, asearch
 from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
@@ -108,7 +108,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
     _manager: MemoryManager = PrivateAttr()
     _search: CrossTierSearch | None = PrivateAttr(default=None)
     _ranking: RankingSettings | str | None = PrivateAttr(default=None)
-    _shown_earlier: dict[str, ShownEarlier] = PrivateAttr(default_factory=dict)  # by session
+    _shown: SessionShown = PrivateAttr()
 
     @classmethod
     def class_name(cls) -> str:
@@ -256,6 +256,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         self._history = SessionHistory(
             context, self._tiers, user_id=self.user_id, session_id=self.session_id, on_foreign_start=self._aon_start
         )
+        self._shown = SessionShown(context, LifecycleStore(context), self.user_id, self.session_id)
         deps = LifecycleDeps(
             context=context,
             tiers=self._tiers,
@@ -300,6 +301,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
     async def _areset_context(self) -> None:
         """The stores changed under this memory (an erasure): read the history again, drop what is held."""
         self._history.invalidate()
+        self._shown.clear()
         self._context_cache = None
         await self.working.aclear()
 
@@ -435,7 +437,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
 
     async def _aclear_short_term(self) -> None:
         self._context_cache = None
-        self._shown_earlier.pop(self.session_id, None)
+        self._shown.clear()
         await self.working.aclear()
         await self._manager.compressor.areset(self.session_id)
 
@@ -553,7 +555,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         turns = [message_text(m) for _, m, _ in history if m.role == MessageRole.USER]  # what it is about
         sections, shown = await self._amemory_sections(query, {memory_id for memory_id, _, _ in window}, turns)
         if query:  # the access log: what this get() showed, for which input (written in the background)
-            self._shown_earlier.setdefault(self.session_id, ShownEarlier()).record(query, shown)
+            self._shown.record(query, shown, query[:_LOGGED_INPUT_CHARS])
             self._context.accesses.shown(self.user_id, self.session_id, query[:_LOGGED_INPUT_CHARS], shown)
         if summary:
             sections = [tagged(SUMMARY_TAG, compressor.section(summary)), *sections]
@@ -579,16 +581,16 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         The instructions come first and take the budget first (memories never displace them; of two that
         conflict only the newer stands, see ``tiers.procedural``). One line per memory (time, tier, text),
         best first, none twice; the history window (``exclude``) is shown anyway, so it is left out, and so is
-        what an earlier input of the session showed (``ShownEarlier``). The search reads the recent user
-        ``turns`` for what the conversation is about (``retrieval.conversation_query``). A line that does not
-        fit is dropped whole. The profile's standing facts (diet, allergies, language, ...) lead it and are
-        shown whatever the query, since they bear on requests that share no word with them ("what should I
-        cook tonight?"); ``aprofile_text(standing_only=True)`` is them alone, for a query nothing else clears.
+        what an earlier input of the session showed, by any object on it (``lifecycle.shown``). The search reads
+        the recent user ``turns`` for what the conversation is about (``retrieval.conversation_query``). A line
+        that does not fit is dropped whole. The profile's standing facts (diet, allergies, language, ...) lead it
+        and are shown whatever the query, since they bear on requests that share no word with them ("what should
+        I cook tonight?"); ``aprofile_text(standing_only=True)`` is them alone, for a query nothing else clears.
         """
         every_rule = await self.procedural.ainstructions(include_history=True)
         rules = [rule for rule in every_rule if is_current(rule)]
-        earlier = self._shown_earlier.get(self.session_id)
-        exclude = exclude | (earlier.held_back(query) if earlier and query else frozenset())
+        if query:  # what an earlier input of the session showed, by this object or another (``lifecycle.shown``)
+            exclude = exclude | (await self._shown.aearlier(self._history.floor)).held_back(query)
         key = (query, self._history.version, self._manager.deps.revision.value, frozenset(exclude), tuple(every_rule))
         if self._context_cache is not None and self._context_cache[0] == key:
             return list(self._context_cache[1][0]), self._context_cache[1][1]

@@ -104,6 +104,11 @@ class SessionHistory:
         #: Grows with every change of the entries (a cache of what depends on them keys on it).
         self.version = 0
 
+    @property
+    def floor(self) -> float | None:
+        """Where the history starts as last read (epoch seconds; None: the session's beginning)."""
+        return self._start[0] if self._start is not None else None
+
     # ------------------------------------------------------------------ encoding
     async def aencode(self, message: ChatMessage, turn_id: str, text: str) -> str | None:
         """The JSON to store for ``message`` (None when ``text`` alone reproduces it), binary blocks

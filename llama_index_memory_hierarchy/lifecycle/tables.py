@@ -401,6 +401,25 @@ class LifecycleStore:
 
         return await self._run(work, write=False, op="access log")
 
+    async def ashown_in_session(
+        self, user_id: str, session_id: str, *, after_seq: int, since: float | None, limit: int
+    ) -> list[tuple[int, str, list[str]]]:
+        """``(seq, input, memory_ids)`` of the session's access-log rows after ``after_seq`` logged at or after
+        ``since`` (epoch seconds), the newest ``limit`` of them, oldest first."""
+        c = shown.c
+
+        async def work(conn: AsyncConnection) -> list[tuple[int, str, list[str]]]:
+            query = (
+                sa.select(c.seq, c.input, c.memory_ids)
+                .where(c.user_id == user_id, c.session_id == session_id, c.seq > after_seq, c.at >= (since or 0.0))
+                .order_by(c.seq.desc())
+                .limit(limit)
+            )
+            rows = (await conn.execute(query)).all()
+            return [(int(seq), text, json.loads(ids)) for seq, text, ids in reversed(rows)]
+
+        return await self._run(work, write=False, op="access log", lookup=True)
+
     async def aforget_shown(self, user_id: str, memory_ids: Sequence[str] | None = None) -> int:
         """Delete the user's access-log rows that name any of ``memory_ids`` (None: all of them); how many."""
         c = shown.c

@@ -33,6 +33,8 @@ class SharedState:
     live: weakref.WeakValueDictionary[int, Any] = field(default_factory=weakref.WeakValueDictionary)
     #: Each user's facts and entity indexes (``tiers.semantic.state.SemanticState``), loaded on first use.
     semantic: dict[str, Any] = field(default_factory=dict)
+    #: What ``get()`` showed earlier in each ``(user, session)`` (``lifecycle.shown.SessionShown``), for every object.
+    shown: dict[tuple[str, str], Any] = field(default_factory=dict)
     _extractor: OfflineExtractor | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
