@@ -290,6 +290,10 @@ _TERMINAL_CONTROLS = {
     if chr(code) not in "\n\t"
 }
 
+#: The same characters as JSON escapes (JSON escapes C0 itself; DEL, C1 and the overrides it would print raw): a
+#: ``--json`` document reads back to the very same strings and shows nothing a terminal acts on.
+_JSON_CONTROLS = {code: f"\\u{code:04x}" for code in _TERMINAL_CONTROLS if code >= 0x7F}
+
 
 def printable(text: str) -> str:
     """Text as a terminal should show it: control and bidirectional-override characters written as escapes."""
@@ -356,7 +360,8 @@ class Output:
         return not self.quiet and sys.stderr.isatty()
 
     def json(self, data: Any) -> None:
-        sys.stdout.write(json.dumps(data, default=_json_default, ensure_ascii=False, indent=2) + "\n")
+        text = json.dumps(data, default=_json_default, ensure_ascii=False, indent=2)
+        sys.stdout.write(text.translate(_JSON_CONTROLS) + "\n")
         sys.stdout.flush()
 
     def print(self, *renderables: Any, **kwargs: Any) -> None:

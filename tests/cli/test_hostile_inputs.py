@@ -79,6 +79,9 @@ def test_stored_escape_sequences_are_printed_escaped(tmp_path: Path) -> None:
         for raw in ("\x1b", "\x07", "\x9b", "\u202e"):
             assert raw not in stdout, f"lmh {command} printed {raw!r} raw: {stdout!r}"
         assert "\\x1b" in stdout, (command, stdout)
+    documents = {c: run_lmh(*c.split(), "--json", *common).ok().stdout for c in ("search lunch", "timeline", "graph")}
+    for command, stdout in documents.items():  # JSON escapes C0 itself; DEL, C1 and overrides were printed raw
+        assert not {"\x1b", "\x07", "\x9b", "\u202e", "\u202c"} & set(stdout), f"lmh {command} --json: {stdout!r}"
     found = run_lmh("search", "lunch notes", "--json", *common).json()["results"]
     assert found[0]["content"] == hostile  # stored and returned as data, byte for byte
     assert json.loads(run_lmh("timeline", "--json", *common).stdout)["events"][0]["metadata"]["role"] == "\x1b[5m"
