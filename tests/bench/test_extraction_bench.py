@@ -41,7 +41,7 @@ async def test_the_bench_scores_the_llm_path_per_language_and_half(capsys) -> No
     figures = await run("llm", LLMExtractor(ScriptedLLM(script=script)), False, chosen)
     printed = capsys.readouterr().out
     assert {(s, lang, part) for s, lang, part in figures} == {
-        ("issue32", lang, part) for lang in ("en", "zh") for part in ("dev", "holdout")
+        ("issue32", lang, part) for lang in ("en", "zh") for part in ("dev", "holdout", "fresh")
     }
     assert all(precision >= 0.95 and recall >= 0.9 for precision, recall in figures.values()), figures
     assert "nofact" in printed and "byname" in printed
