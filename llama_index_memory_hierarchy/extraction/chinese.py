@@ -77,7 +77,12 @@ ZH_RELATIONS: dict[str, str] = {
     "导师": "advisor_of", "客户": "client_of", "助理": "assistant_of", "表哥": "cousin_of", "表妹": "cousin_of",
     "堂哥": "cousin_of", "爷爷": "grandfather_of", "奶奶": "grandmother_of", "外婆": "grandmother_of",
     "外公": "grandfather_of", "孩子": "child_of", "未婚妻": "fiancee_of", "未婚夫": "fiance_of",
+    "父母": "parent_of",
 }  # fmt: skip
+#: Words that begin with 有 without stating a possession (degree, time, availability).
+_ZH_HAVE_ADVERBS = ("有点", "有些", "有时", "有的", "有空", "有事", "有一点")
+#: Nouns of the place one comes from ("我老家在长沙" -> hometown 长沙).
+_ZH_HOMETOWN = {"老家", "家乡", "故乡"}
 _ZH_ATTRIBUTES = {
     "名字": NAME_PREDICATE,
     "生日": "birthday",
@@ -157,6 +162,8 @@ def _verb_object(word: str, flag: str) -> bool:
     """ "喝酒", "弹钢琴": a relation verb and its object written as one word (not "学生", "打算")."""
     if word in ZH_VERBS or word in _ZH_CONTROL or word in _ZH_REQUESTS or word in ZH_RELATIONS or len(word) < 2:
         return False
+    if word.startswith(_ZH_HAVE_ADVERBS):  # "有点累", "有空": "a bit tired", "free", nothing owned
+        return False
     return word[0] in ZH_VERBS and (flag.startswith("v") or len(word) > 2)
 
 
@@ -213,6 +220,9 @@ class _ChineseReader:
                 continue
             if flag in {"nr", "nrt"} and len(word) == 1 and words and words[-1][0] in {"小", "老"}:  # "小王"
                 word, flag = words.pop()[0] + word, "nr"
+            if flag in {"nr", "nrt"} and len(word) == 2 and word[1] in ZH_VERBS and words and words[-1][0] in "小老":
+                words += [(words.pop()[0] + word[0], "nr"), (word[1], "v")]  # "小刘修电脑", read as 小 + 刘修
+                continue
             if flag in _JIEBA_TYPES and len(word) > 1:
                 self.entities.setdefault(word, ExtractedEntity(name=word, type=_JIEBA_TYPES[flag]))
             if word in ZH_VERBS and not flag.startswith(("nr", "ns", "nt")):
@@ -440,6 +450,9 @@ class _ChineseReader:
             self._add(subject, "born_in", obj)
         elif word == "在":
             self._located(subject, words, rest, relation)
+        elif word in _ZH_HOMETOWN and rest < len(words) and words[rest][0] in {"在", "是"} and not negated:
+            obj = self._object(words, rest + 1)[0] or self._last_word(words, rest + 1, 2)
+            self._add(subject, "hometown", obj)
         elif word == "对":
             obj, end = self._object(words, rest)
             if obj is not None and end < len(words) and words[end][0] == "过敏":
@@ -501,6 +514,8 @@ class _ChineseReader:
         else:
             predicate = ZH_VERBS.get(word, word)
         obj, _ = self._object(words, rest)
+        if obj is None and predicate == "has":  # "我没有车": one character jieba tags a morpheme
+            obj = self._last_word(words, rest, 1)
         if obj is not None and (predicate not in _ZH_SPEAK or _ZH_LANGUAGE.search(obj[0])):
             self._add(subject, relation(predicate), obj)
 

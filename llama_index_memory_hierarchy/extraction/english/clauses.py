@@ -11,9 +11,12 @@ from llama_index_memory_hierarchy.extraction.english.model import common_word
 from llama_index_memory_hierarchy.extraction.english.shapes import FactShapes
 from llama_index_memory_hierarchy.extraction.english.words import (
     CONDITIONAL_MARKS,
+    DISCOURSE_OPENER,
     GREETINGS,
     HEDGES,
     HYPOTHETICAL_MODALS,
+    IDENTITY_WORDS,
+    NAME_CONTRACTION,
     REQUEST_VERBS,
     SINGLE_CLAUSE_MARKS,
     TRANSIENT_ADJECTIVES,
@@ -54,12 +57,14 @@ class SpacyReader(FactShapes):
         name = words[2:]
         if any(not t.is_title or t.lower_ in TRANSIENT_ADJECTIVES for t in name):
             return None
+        if len(name) == 1 and name[0].lower_ in IDENTITY_WORDS:  # "I'm Vegan.": what the user is
+            return self._make((USER_ENTITY, "PERSON"), "is", (name[0].lower_, "CONCEPT"))
         if any(t.i in self.ent_of and self.ent_of[t.i].label_ in {"NORP", "LANGUAGE", "GPE"} for t in name):
             return None
         person = all(t.i in self.ent_of and self.ent_of[t.i].label_ == "PERSON" for t in name)
         known = common_word(name[-1].lower_)
         if known & {"adj", "verb", "adv"} or (known and not person):
-            return None  # "I'm Vegan.", "I'm Retired.": a common word capitalised, not a name
+            return None  # "I'm Retired.": a common word capitalised, not a name
         text = " ".join(t.text for t in name)
         self.user_names.update({text, name[0].text})
         return self._make((USER_ENTITY, "PERSON"), NAME_PREDICATE, (text, "PERSON"))
@@ -131,9 +136,16 @@ class SpacyReader(FactShapes):
         return self._verb(subject, verb, negated, prefix=None)
 
 
+def plain(text: str) -> str:
+    """The text without content-free openers ("fwiw", "just so you know,"), with "my name's" spelled out and a
+    final full stop, which small parsers need (else the opener or "paramedic" is read as an adjective)."""
+    text = NAME_CONTRACTION.sub(r"\1 name is", DISCOURSE_OPENER.sub(r"\1", text)).rstrip()
+    return f"{text}." if text[-1:].isalnum() else text  # a chat line without its full stop parses worse
+
+
 def spacy_extract(nlp: Any, texts: Sequence[str]) -> list[Extraction]:
     results = []
-    for doc in nlp.pipe(texts, batch_size=32):
+    for doc in nlp.pipe([plain(t) for t in texts], batch_size=32):
         reader = SpacyReader(doc)
         facts = reader.facts()
         results.append(Extraction(entities=reader.entities(facts), facts=facts))

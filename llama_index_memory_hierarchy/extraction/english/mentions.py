@@ -12,6 +12,7 @@ from llama_index_memory_hierarchy.extraction.base import (
     clean_name,
     make_fact,
 )
+from llama_index_memory_hierarchy.extraction.english.model import common_word
 from llama_index_memory_hierarchy.extraction.english.words import CODE, OBJECT_PREPS, SKIP_ENTITY_TYPES, VAGUE_OBJECTS
 from llama_index_memory_hierarchy.extraction.relations import (
     NAME_PREDICATE,
@@ -78,6 +79,8 @@ class Mentions:
             if title is not None and title.lower_.rstrip(".") in {"mr", "mrs", "ms", "dr", "prof", "miss"}:
                 return f"{title.text} {ent.text}", "PERSON"
             return ent.text, "PERSON" if ent.label_ == "PERSON" else "ENTITY"
+        if token.dep_ == "nsubj" and token.pos_ in {"ADJ", "NOUN"} and self._unknown_title(token):
+            return token.text, "PERSON"  # "Luca works at Ducati": a first name the small model tags an adjective
         if token.pos_ == "PROPN":
             return self._join(
                 [t for t in token.lefts if t.dep_ in {"compound", "flat"} and t.pos_ == "PROPN"]
@@ -163,6 +166,16 @@ class Mentions:
             if token.tag_ == "POS":
                 text = text.rstrip()
         return text.replace(" 's", "'s")
+
+    @staticmethod
+    def _unknown_title(token: Any) -> bool:
+        """A lone capitalised word that is no English word WordNet knows: a name."""
+        return (
+            token.is_title
+            and token.is_alpha
+            and not any(c.dep_ in {"det", "amod", "compound", "poss"} for c in token.children)
+            and not common_word(token.lower_)
+        )
 
     @staticmethod
     def _named_appos(token: Any) -> Any | None:

@@ -12,8 +12,10 @@ from llama_index_memory_hierarchy.extraction.english.words import (
     ATTRIBUTE_NOUNS,
     CONTROL_PREFIX,
     FUTURE,
+    INTENSIFIERS,
     KIN_MARK,
     KIN_NOUNS,
+    PET_NOUNS,
     PREFERENCE_VERBS,
     REPORTING_VERBS,
     REQUEST_VERBS,
@@ -84,12 +86,22 @@ class FactShapes(Mentions):
         if self._user(subject_token):
             self.user_names.add(name[0])
             return [self._make((USER_ENTITY, "PERSON"), NAME_PREDICATE, (name[0], "PERSON"))]
-        kin = self._kin(subject_token)
+        kin = self._kin(subject_token) or self._pet(subject_token)
         if kin is None:
             return []
         role, owner = kin
+        if role in PET_NOUNS:  # a pet is named, not a person
+            return [self._make((name[0], "ENTITY"), f"{role}_of", owner)]
         self.people.append(name[0])
         return [self._make((name[0], "PERSON"), RELATION_NOUNS.get(role, f"{role}_of"), owner)]
+
+    def _pet(self, noun: Any) -> tuple[str, tuple[str, str]] | None:
+        """ "my cat", "the user's dog": the pet noun and whose pet, or None."""
+        if noun.lemma_.lower() not in PET_NOUNS or noun.pos_ != "NOUN":
+            return None
+        owner_token = next((c for c in noun.children if c.dep_ == "poss"), None)
+        owner = self.named(owner_token) if owner_token is not None else None
+        return (noun.lemma_.lower(), owner) if owner is not None else None
 
     def _predicate_word(self, verb: Any, negated: bool, prefix: str | None) -> str:
         particle = "".join(f"_{c.lower_}" for c in verb.children if c.dep_ == "prt")
@@ -117,6 +129,10 @@ class FactShapes(Mentions):
         xcomps = [c for c in verb.children if c.dep_ == "xcomp" and c.pos_ in {"VERB", "AUX"}]
         if lemma in PREFERENCE_VERBS and not dobjs:  # "I love hiking", the gerund parsed as a noun
             dobjs = [c for c in verb.children if c.dep_ == "xcomp" and c.pos_ == "NOUN"]
+        if lemma in PREFERENCE_VERBS and not dobjs and not xcomps:  # "I don't like cilantro at all": the
+            dobjs = [  # object parsed as an adverb of the verb
+                c for c in verb.children if c.dep_ in {"advmod", "npadvmod"} and c.pos_ == "NOUN" and c.i == verb.i + 1
+            ]
         if lemma in ASPECT_VERBS and not xcomps:  # "I quit smoking cigarettes"
             xcomps = [c for c in dobjs if c.tag_ == "VBG"]
         out: list[ExtractedFact | None] = []
@@ -241,7 +257,8 @@ class FactShapes(Mentions):
             of = next((c for c in attr.children if c.dep_ == "prep" and c.lower_ == "of"), None)
             targets = [c for c in of.children if c.dep_ == "pobj"] if of is not None else []
             relation = "does_not_like" if negated else "likes"
-            return [self._make(subject, relation, self.thing(t)) for p in targets for t in [p, *self._conjuncts(p)]]
+            objects = [self.thing(t, allow_dates=True) for p in targets for t in [p, *self._conjuncts(p)]]
+            return [self._make(subject, relation, o) for o in objects]  # "winter" is tagged a date
         for child in attr.children:
             owner_token = None
             if child.dep_ == "poss":
@@ -255,6 +272,12 @@ class FactShapes(Mentions):
             if owner_token is not None:
                 return []
         obj = self.thing(attr)
+        first = next(iter(sorted(attr.lefts, key=lambda t: t.i)), None)
+        while first is not None and first.dep_ == "det":
+            first = self.doc[first.i + 1]
+        if obj is not None and first is not None and first.dep_ == "amod" and first.lower_ in INTENSIFIERS:
+            rest = obj[0].split(" ", 1)  # "a huge coffee snob" is a coffee snob
+            obj = (rest[1], obj[1]) if len(rest) == 2 and rest[0].lower() == first.lower_ else obj
         return [self._make(subject, "is_not" if negated else "is", obj)] if obj is not None else []
 
     def _adjective(self, subject: tuple[str, str], adj: Any, negated: bool) -> list[ExtractedFact | None]:
@@ -263,7 +286,8 @@ class FactShapes(Mentions):
         if lemma == "old":
             number = [t for t in adj.subtree if t.like_num]
             return [self._make(subject, "age", (number[0].text, "CONCEPT"))] if number and not negated else []
-        if adj.pos_ not in {"ADJ", "VERB"}:
+        noun_read = adj.pos_ == "NOUN" and adj.dep_ == "acomp" and not any(c.dep_ == "det" for c in adj.children)
+        if adj.pos_ not in {"ADJ", "VERB"} and not noun_read:  # "lactose intolerant", "intolerant" tagged a noun
             return []
         preps = [c for c in adj.children if c.dep_ == "prep"]
         out: list[ExtractedFact | None] = []

@@ -64,6 +64,22 @@ KIN_NOUNS = {
     "aunt": "aunt", "uncle": "uncle", "cousin": "cousin", "kid": "kid", "kids": "children", "children": "children",
     "boyfriend": "boyfriend", "girlfriend": "girlfriend", "fiance": "fiance", "fiancee": "fiancee",
 }  # fmt: skip
+#: Pets a possessive can name ("The user's cat is called Miso" -> Miso cat_of User).
+PET_NOUNS = {"cat", "dog", "kitten", "puppy", "parrot", "rabbit", "hamster", "horse", "tortoise", "budgie"}
+#: Leading intensifiers of an identity noun, not part of it ("a huge coffee snob" is a coffee snob).
+INTENSIFIERS = {"huge", "massive", "total", "complete", "absolute", "utter", "enormous", "giant", "mega"}
+#: Identity and diet words a capitalised "I'm X." means (WordNet's lists lack some): never a name.
+IDENTITY_WORDS = {
+    "vegan", "vegetarian", "pescatarian", "diabetic", "coeliac", "celiac", "keto", "teetotal", "gluten-free",
+}  # fmt: skip
+#: Discourse openers that carry no content and mislead small parsers ("fwiw I'm a paramedic"), and the
+#: contraction "my name's" (parsed as a possessive): rewritten before parsing.
+DISCOURSE_OPENER = re.compile(
+    r"(^|[.!?;]\s+)(?:fwiw|btw|fyi|tbh|imo|just fyi|just so you know|for the record|for what it'?s worth)"
+    r"(?:\s*,\s*|\s+)(?=\w)",
+    re.IGNORECASE,
+)
+NAME_CONTRACTION = re.compile(r"\b(my|the user's|user's|his|her|their) name['’]s\b", re.IGNORECASE)
 KIN_MARK = "kin:"
 SINGLE_CLAUSE_MARKS = {"when", "while", "before", "after", "until", "once", "as", "since", "so"}
 OBJECT_PREPS = {"of", "at", "for", "from", "in"}

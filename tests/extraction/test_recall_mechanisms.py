@@ -1,0 +1,113 @@
+"""Shapes the offline extractor used to miss or misread (issue 32): each with invented sentences, and with the
+near misses that must still give nothing or the right fact (precision first)."""
+
+from __future__ import annotations
+
+import pytest
+
+from llama_index_memory_hierarchy.extraction import OfflineExtractor, load_spacy
+
+Fact = tuple[str, str, str]
+
+english = pytest.mark.skipif(load_spacy() is None, reason="the English shapes are those of the spaCy path")
+
+
+async def facts_of(text: str) -> set[Fact]:
+    return {(f.subject, f.predicate, f.object) for f in (await OfflineExtractor().aextract(text)).facts}
+
+
+async def check(cases: list[tuple[str, set[Fact]]]) -> None:
+    found = {text: await facts_of(text) for text, _ in cases}
+    assert found == dict(cases)
+
+
+@english
+async def test_discourse_openers_and_a_missing_full_stop_do_not_hide_the_fact() -> None:
+    await check(
+        [
+            ("fwiw I'm a welder", {("User", "is", "welder")}),
+            ("Just so you know, I'm asthmatic.", {("User", "is", "asthmatic")}),
+            ("For the record, I live in Bergen.", {("User", "lives_in", "Bergen")}),
+            ("btw I speak Estonian", {("User", "speaks", "Estonian")}),
+        ]
+    )
+
+
+@english
+async def test_my_names_is_a_naming_not_a_possessive() -> None:
+    await check([("My name's Ulla.", {("User", "named", "Ulla")})])
+
+
+@english
+async def test_an_intensifier_is_not_part_of_what_the_user_is() -> None:
+    await check(
+        [
+            ("I'm a total tea snob.", {("User", "is", "tea snob")}),
+            ("I'm a massive football nerd.", {("User", "is", "football nerd")}),
+            ("I'm a keen angler.", {("User", "is", "keen angler")}),  # a real qualifier stays
+            ("I have a huge garden.", {("User", "has", "huge garden")}),  # only what the user is, not owns
+        ]
+    )
+
+
+@english
+async def test_a_condition_read_as_a_noun_is_still_what_the_user_is() -> None:
+    await check([("I'm lactose intolerant.", {("User", "is", "lactose intolerant")})])
+
+
+@english
+async def test_a_named_pet_belongs_to_its_owner() -> None:
+    await check(
+        [
+            ("The user's dog is called Pepper.", {("Pepper", "dog_of", "User")}),
+            ("My parrot is called Kiwi.", {("Kiwi", "parrot_of", "User")}),
+        ]
+    )
+
+
+@english
+async def test_dislikes_read_through_fan_of_a_season_and_an_object_parsed_as_an_adverb() -> None:
+    await check(
+        [
+            ("I'm not a big fan of autumn.", {("User", "does_not_like", "autumn")}),
+            ("I don't like mayonnaise at all.", {("User", "does_not_like", "mayonnaise")}),
+            ("I love it here.", set()),
+        ]
+    )
+
+
+@english
+async def test_an_unknown_capitalised_subject_is_a_name_a_common_word_is_not() -> None:
+    await check(
+        [
+            ("Ottavio lives in Bari.", {("Ottavio", "lives_in", "Bari")}),
+            ("Luca works at Ducati.", {("Luca", "works_at", "Ducati")}),
+        ]
+    )
+
+
+@english
+async def test_a_capitalised_diet_is_what_the_user_is_not_their_name() -> None:
+    await check([("I'm Vegan.", {("User", "is", "vegan")}), ("I'm Pescatarian!", {("User", "is", "pescatarian")})])
+
+
+async def test_chinese_hometown_parents_and_a_nickname_before_a_one_character_verb() -> None:
+    await check(
+        [
+            ("我老家在桂林。", {("User", "hometown", "桂林")}),
+            ("我的家乡是洛阳。", {("User", "hometown", "洛阳")}),
+            ("我父母住在大理。", {("User", "parents_lives_in", "大理")}),
+            ("我请小刘修空调。", {("小刘", "asked_to_fix", "空调")}),
+        ]
+    )
+
+
+async def test_chinese_possession_of_one_character_and_have_words_that_are_not_possession() -> None:
+    await check(
+        [
+            ("我没有车。", {("User", "does_not_have", "车")}),
+            ("我有狗。", {("User", "has", "狗")}),
+            ("我有点累。", set()),
+            ("我今天有空。", set()),
+        ]
+    )
