@@ -112,7 +112,7 @@ def test_without_the_secret_nothing_is_shown_and_nothing_erased(
     paths += ["/no-such-page", "/static/nothing.css", "/static/", "/favicon.ico/x", "/healthz/x"]
     wrong = [{}, {"cookie": "lmh_ui_x=" + SECRET}, {"authorization": f"Basic {SECRET}"}, {"authorization": SECRET}]
     wrong += [{"authorization": f"Bearer {SECRET}x"}, {"sec-fetch-site": "cross-site", "sec-fetch-dest": "image"}]
-    with httpx.Client(base_url=base, follow_redirects=False) as web:
+    with httpx.Client(base_url=base, follow_redirects=False, timeout=60) as web:
         for path in paths:
             for headers in wrong:
                 answer = web.get(path, headers=headers)
@@ -129,7 +129,7 @@ def test_a_fixed_secret_opens_the_pages_and_is_not_printed(served: tuple[str, Pa
     base, log = served
     printed = log.read_text()
     assert SECRET not in printed and "?token=<the secret>" in printed
-    with httpx.Client(base_url=base, follow_redirects=False) as web:
+    with httpx.Client(base_url=base, follow_redirects=False, timeout=60) as web:
         opened = web.get(f"/profile?token={SECRET}")
         assert opened.status_code == 303 and opened.headers["location"] == "/profile"
         assert "httponly" in opened.headers["set-cookie"].lower()
