@@ -69,11 +69,14 @@ def without_claims(extraction: Extraction, text: str) -> Extraction:
     A fact belongs to a flagged sentence when its object (or its subject, unless the user) is written
     there and in no other sentence.
     """
-    sentences = split_sentences(text) or [text]
-    flagged = [s.casefold() for s in sentences if is_authority_claim(s) or is_joke(s)]
-    if not flagged or not extraction.facts:
+    if not extraction.facts:
         return extraction
-    plain = [s.casefold() for s in sentences if not (is_authority_claim(s) or is_joke(s))]
+    flagged: list[str] = []
+    plain: list[str] = []
+    for sentence in split_sentences(text) or [text]:
+        (flagged if is_authority_claim(sentence) or is_joke(sentence) else plain).append(sentence.casefold())
+    if not flagged:
+        return extraction
 
     def from_flagged(mention: str) -> bool:
         folded = mention.casefold()
