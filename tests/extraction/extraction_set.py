@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llama_index_memory_hierarchy.entity_resolution import normalize_name
-from llama_index_memory_hierarchy.extraction import Extraction, normalize_predicate
+from llama_index_memory_hierarchy.extraction import USER_ENTITY, Extraction, normalize_predicate
 
 HERE = Path(__file__).resolve().parent
 LANGUAGES = ("en", "zh")
@@ -32,20 +32,46 @@ def key(subject: str, predicate: str, obj: str) -> Triple:
     return (normalize_name(subject), normalize_predicate(predicate), normalize_name(obj))
 
 
-def load(language: str, folder: Path = HERE) -> list[Example]:
-    """The examples of one language (``folder/<language>.tsv``)."""
-    examples = []
+def _rows(language: str, folder: Path) -> list[tuple[str, str, list[Triple]]]:
+    """``(kind, text, facts as written)`` for each line of ``folder/<language>.tsv``."""
+    rows = []
     for line in (folder / f"{language}.tsv").read_text(encoding="utf-8").splitlines():
         if not line.strip() or line.startswith("#"):
             continue
         kind, text, *rest = line.split("\t")
-        facts = frozenset(
-            key(*(part.strip() for part in fact.split("|")))
+        facts = [
+            tuple(part.strip() for part in fact.split("|"))
             for fact in (rest[0] if rest else "").split(";")
             if fact.strip()
-        )
-        examples.append(Example(kind, text, facts))
-    return examples
+        ]
+        rows.append((kind, text, facts))
+    return rows
+
+
+def load(language: str, folder: Path = HERE) -> list[Example]:
+    """The examples of one language (``folder/<language>.tsv``)."""
+    return [
+        Example(kind, text, frozenset(key(*fact) for fact in facts)) for kind, text, facts in _rows(language, folder)
+    ]
+
+
+def llm_script(languages: Sequence[str] = LANGUAGES, folder: Path = HERE) -> dict[str, dict]:
+    """A scripted LLM's replies: each text's expected facts, the user named as a client names them ("the user", 用户).
+
+    Keys are ``"Text:\\n<text>"``, found in a prompt by containment: a longer text comes first.
+    """
+    script = {}
+    for language in languages:
+        user = "the user" if language == "en" else "用户"
+        expected = {text: facts for _, text, facts in _rows(language, folder)}
+        for text in sorted(expected, key=len, reverse=True):
+            triplets = [
+                {"subject": user if subject == USER_ENTITY else subject, "predicate": predicate,
+                 "object": user if obj == USER_ENTITY else obj}
+                for subject, predicate, obj in expected[text]
+            ]  # fmt: skip
+            script[f"Text:\n{text}"] = {"triplets": triplets}
+    return script
 
 
 @dataclass

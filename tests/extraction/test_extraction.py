@@ -299,21 +299,9 @@ async def test_the_extraction_set_through_the_llm_path(language: str) -> None:
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from extraction_set import load, score
+    from extraction_set import llm_script, load, score
 
-    raw = [line.split("\t") for line in (Path(__file__).parent / f"{language}.tsv").read_text("utf-8").splitlines()]
-    expected = {row[1]: row[2] if len(row) > 2 else "" for row in raw if row and not row[0].startswith("#")}
-    user = "the user" if language == "en" else "用户"
-    script = {}
-    for text in sorted(expected, key=len, reverse=True):  # a longer text first: keys are found by containment
-        triplets = []
-        for fact in filter(str.strip, expected[text].split(";")):
-            subject, predicate, obj = (part.strip() for part in fact.split("|"))
-            triplets.append(
-                {"subject": user if subject == USER_ENTITY else subject, "predicate": predicate,
-                 "object": user if obj == USER_ENTITY else obj}
-            )  # fmt: skip
-        script[f"Text:\n{text}"] = {"triplets": triplets}
+    script = llm_script([language])
     examples = load(language)
     result = score(examples, await LLMExtractor(ScriptedLLM(script=script)).aextract_many([e.text for e in examples]))
     assert result.precision >= 0.95, result.wrong
