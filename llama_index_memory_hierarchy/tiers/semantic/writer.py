@@ -165,15 +165,7 @@ class FactWriter:
                     ended.append(fact)
                 state.index(fact)
                 changed.append(fact)
-            try:
-                for fact in changed:
-                    await self.context.records.update(self.user_id, fact.id, metadata=fact.metadata)
-                if changed:
-                    await self.context.drain_outbox()
-            except BaseException:
-                state.loaded = False
-                raise
-            await self.mirror.amirror(state, [f for f in changed if f.current], ended)
+            await self._asave(state, changed, ended)
             return len(ended)
 
     async def aend(self, state: SemanticState, fact_id: str, *, superseded_by: str) -> None:
@@ -188,13 +180,19 @@ class FactWriter:
             fact.current = False
             fact.metadata = {**fact.metadata, "invalid_at": now, "expired_at": now, "superseded_by": superseded_by}
             state.index(fact)
-            try:
-                await self.context.records.update(self.user_id, fact_id, metadata=fact.metadata)
+            await self._asave(state, [fact], [fact])
+
+    async def _asave(self, state: SemanticState, changed: Sequence[Fact], ended: Sequence[Fact]) -> None:
+        """Write the metadata of facts changed in place (``ended`` among them), then mirror them; under the lock."""
+        try:
+            for fact in changed:
+                await self.context.records.update(self.user_id, fact.id, metadata=fact.metadata)
+            if changed:
                 await self.context.drain_outbox()
-            except BaseException:
-                state.loaded = False
-                raise
-            await self.mirror.amirror(state, [], [fact])
+        except BaseException:
+            state.loaded = False  # the state may be ahead of the records: reload on next use
+            raise
+        await self.mirror.amirror(state, [f for f in changed if f.current], ended)
 
     async def adelete(self, state: SemanticState, fact_ids: Sequence[str]) -> None:
         """Delete fact records; reinstate facts they had superseded; drop orphan entities."""
