@@ -5,8 +5,9 @@ setting, not a code edit (as graphiti-core's ``SearchConfig`` and its recipes). 
 (``HierarchicalMemory.from_defaults(ranking=...)``) and any search may override it for one call
 (``memory.search(query, ranking="unfitted")``). The ``default`` preset carries the signal weights fitted by
 ``bench/fit_ranking.py --write`` when they are shipped as data beside this module (``fitted_weights.json``, with
-the folds and figures they came from); none ship today, since the fitted weights lost on held-out folds
-(``docs/benchmarks.md``), so ``default`` is ``unfitted`` (every signal weight 1) with the relevance floor.
+the folds and figures they came from). What ships is the graph weight alone, 0, chosen on every held-out fold by
+``--grid graph`` (a weighting of all eight signals lost on held-out folds, ``docs/benchmarks.md``), so ``default`` is
+``unfitted`` (every signal weight 1) but the graph's, with the relevance floor.
 """
 
 from __future__ import annotations
