@@ -51,7 +51,7 @@ PREDICATE_ALIASES: dict[str, str] = {
 
 #: British spellings of predicate words folded onto one ("favourite_band" is "favorite_band").
 _BRITISH_SPELLINGS = {"favourite": "favorite", "neighbour": "neighbor", "colour": "color"}
-_BRITISH = re.compile(r"(?<![a-z])(?:favourite|neighbour|colour)(?![a-z])")
+_BRITISH = re.compile(rf"(?<![a-z])(?:{'|'.join(_BRITISH_SPELLINGS)})(?![a-z])")
 _NEGATIVE_PREFIXES = ("does_not_", "is_not", "not_", "did_not_")
 
 
