@@ -111,3 +111,44 @@ async def test_chinese_possession_of_one_character_and_have_words_that_are_not_p
             ("我今天有空。", set()),
         ]
     )
+
+
+@english
+async def test_a_terse_note_about_bare_user_is_about_the_user() -> None:
+    await check(
+        [
+            ("User drinks oolong.", {("User", "drinks", "oolong")}),
+            ("User does not eat beef.", {("User", "does_not_eat", "beef")}),
+            ("User works at Bosch.", {("User", "works_at", "Bosch")}),
+            ("User enjoys sailing.", {("User", "enjoys", "sailing")}),
+            ("User interface design is hard.", set()),  # "User" as a modifier, no note about the user
+        ]
+    )
+
+
+@english
+async def test_label_value_notes_and_call_me_name_the_user_and_merge_later_facts() -> None:
+    await check(
+        [
+            ("User's brother: Teo.", {("Teo", "brother_of", "User")}),
+            ("The user's cat: Pixel.", {("Pixel", "cat_of", "User")}),
+            ("My job: nurse.", {("User", "works_as", "nurse")}),
+            ("User's name: Marit. Marit is a dentist.", {("User", "named", "Marit"), ("User", "is", "dentist")}),
+            ("Call me Ines. Ines speaks Basque.", {("User", "named", "Ines"), ("User", "speaks", "Basque")}),
+            ("You can call me Rafa.", {("User", "named", "Rafa")}),
+            ("User's name: Odile.", {("User", "named", "Odile")}),  # a first name the small model tags ADJ
+            ("My name is Happy.", set()),  # a common word: no name
+            ("Call me tomorrow.", set()),
+            ("Note: the meeting is at 5.", set()),
+        ]
+    )
+
+
+@english
+async def test_a_vague_head_noun_makes_no_object() -> None:
+    await check(
+        [
+            ("I work at Siemens, mostly on the frontend stuff.", {("User", "works_at", "Siemens")}),
+            ("I like lots of things.", set()),
+        ]
+    )

@@ -97,6 +97,20 @@ async def test_stdio_remember_in_the_third_person_fills_the_profile_and_the_grap
         assert json.loads(ok(await session.call_tool("memory_stats", {})))["semantic"]["historical_facts"] >= 1
 
 
+async def test_stdio_remember_terse_notes_about_bare_user_fill_the_profile(tmp_path: Path) -> None:
+    """The terse notes MCP clients write ("User prefers ...", "User's name: X.") are about the user, and a name
+    given that way merges the facts said by it."""
+    async with stdio_session(tmp_path / "memory", "alice") as session:
+        notes = ["User prefers green tea.", "User's sister: Noor.", "User's name: Odile.", "Odile is allergic to kiwi."]
+        for content in notes:
+            ok(await session.call_tool("remember", {"content": content}))
+        profile = ok(await session.call_tool("profile", {}))
+        for statement in ["prefers green tea", "Noor is the user's sister", "is allergic to kiwi"]:
+            assert statement in profile, (statement, profile)
+        related = ok(await session.call_tool("related_entities", {"entity": "User", "depth": 1}))
+        assert "Noor" in related and "kiwi" in related, related
+
+
 async def test_stdio_update_memory_on_a_recalled_fact_keeps_it_as_history(tmp_path: Path) -> None:
     """An agent corrects the fact it found (not the statement it came from): the old one ends, dated, and stays."""
     async with stdio_session(tmp_path / "memory", "alice") as session:

@@ -10,12 +10,15 @@ from llama_index_memory_hierarchy.extraction.base import ExtractedFact, Extracti
 from llama_index_memory_hierarchy.extraction.english.model import common_word
 from llama_index_memory_hierarchy.extraction.english.shapes import FactShapes
 from llama_index_memory_hierarchy.extraction.english.words import (
+    BARE_USER,
+    CALL_ME,
     CONDITIONAL_MARKS,
     DISCOURSE_OPENER,
     GREETINGS,
     HEDGES,
     HYPOTHETICAL_MODALS,
     IDENTITY_WORDS,
+    LABEL_VALUE,
     NAME_CONTRACTION,
     REQUEST_VERBS,
     SINGLE_CLAUSE_MARKS,
@@ -137,9 +140,13 @@ class SpacyReader(FactShapes):
 
 
 def plain(text: str) -> str:
-    """The text without content-free openers ("fwiw", "just so you know,"), with "my name's" spelled out and a
-    final full stop, which small parsers need (else the opener or "paramedic" is read as an adjective)."""
+    """The text without content-free openers ("fwiw", "just so you know,"), with "my name's" spelled out, a
+    terse note's forms ("User ...", "label: value", "call me X") spelled as sentences, and a final full stop,
+    which small parsers need (else the opener or "paramedic" is read as an adjective)."""
     text = NAME_CONTRACTION.sub(r"\1 name is", DISCOURSE_OPENER.sub(r"\1", text)).rstrip()
+    text = BARE_USER.sub(r"\1The user", text)
+    text = CALL_ME.sub(r"\1My name is \2", text)
+    text = LABEL_VALUE.sub(r"\1\2 is ", text)
     return f"{text}." if text[-1:].isalnum() else text  # a chat line without its full stop parses worse
 
 

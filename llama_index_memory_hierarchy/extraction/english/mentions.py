@@ -13,7 +13,13 @@ from llama_index_memory_hierarchy.extraction.base import (
     make_fact,
 )
 from llama_index_memory_hierarchy.extraction.english.model import common_word
-from llama_index_memory_hierarchy.extraction.english.words import CODE, OBJECT_PREPS, SKIP_ENTITY_TYPES, VAGUE_OBJECTS
+from llama_index_memory_hierarchy.extraction.english.words import (
+    CODE,
+    OBJECT_PREPS,
+    SKIP_ENTITY_TYPES,
+    VAGUE_HEADS,
+    VAGUE_OBJECTS,
+)
 from llama_index_memory_hierarchy.extraction.relations import (
     NAME_PREDICATE,
     ORG_PREDICATES,
@@ -117,7 +123,9 @@ class Mentions:
         if not words:
             return None
         text = self._join(words)
-        if text.lower() in VAGUE_OBJECTS or any(w.lower_ in {"same", "other", "such"} for w in words):
+        if text.lower() in VAGUE_OBJECTS or any(
+            w.lower_ in {"same", "other", "such"} or w.lower_ in VAGUE_HEADS for w in words
+        ):
             return None
         return text, "CONCEPT"
 

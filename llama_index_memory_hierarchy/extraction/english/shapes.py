@@ -325,7 +325,10 @@ class FactShapes(Mentions):
             return []
         lemma = noun.lemma_.lower()
         if lemma == "name" and value.pos_ != "PROPN":  # "My name is Bruno and Bruno works ...", misparsed
-            return []
+            if owner[0] != USER_ENTITY or value.pos_ != "ADJ" or not self._unknown_title(value):
+                return []
+            self.user_names.add(value.text)  # "My name is Odile.": a first name the small model tags an adjective
+            return [self._make(owner, NAME_PREDICATE, (value.text, "PERSON"))]
         favorite = [c for c in noun.children if c.dep_ == "amod" and c.lower_ in {"favorite", "favourite"}]
         if value.pos_ == "PROPN" and lemma not in ATTRIBUTE_NOUNS and not favorite:
             name = self.named(value)

@@ -38,6 +38,8 @@ VAGUE_OBJECTS = {
     "thing", "things", "stuff", "something", "anything", "everything", "nothing", "lot", "time", "way", "one",
     "bit", "kind", "sort", "today", "tomorrow", "yesterday", "tonight", "day", "week", "month", "year",
 }  # fmt: skip
+#: Head nouns that leave a whole noun phrase vague ("the backend stuff", "a few things").
+VAGUE_HEADS = {"thing", "things", "stuff", "something", "anything", "everything", "nothing"}
 
 
 #: Adjectives of passing states or opinions: "I'm tired" is small talk, not a fact about the user.
@@ -78,6 +80,18 @@ DISCOURSE_OPENER = re.compile(
     r"(^|[.!?;]\s+)(?:fwiw|btw|fyi|tbh|imo|just fyi|just so you know|for the record|for what it'?s worth)"
     r"(?:\s*,\s*|\s+)(?=\w)",
     re.IGNORECASE,
+)
+#: A terse note's bare "User" as the sentence subject ("User prefers tea.", "User's sister: Ana."): the
+#: determiner a memory client leaves out, put back so the note is about the user like "the user ...".
+BARE_USER = re.compile(r"(^|[.!?;]\s+)User(?=['’]s\b|\s+[a-z])")
+#: A note's "label: value" ("The user's sister: Ana.", "My job: nurse"): a possessive label, read as "is".
+LABEL_VALUE = re.compile(
+    r"(^|[.!?;]\s+)((?:the user['’]s|my)\s+[a-z]+(?:\s+[a-z]+)?)\s*:\s+(?=[^\s.!?;:])", re.IGNORECASE
+)
+#: "Call me Bram." / "You can call me Bea": the user gives the name they go by.
+CALL_ME = re.compile(
+    r"(^|[.!?;]\s+)(?i:(?:(?:please|just|you can|feel free to)\s+)*call me)\s+([A-Z][a-z]+(?:\s+[A-Z][a-z]+)?)"
+    r"(?=\s*(?:[.!?;,]|$))"
 )
 NAME_CONTRACTION = re.compile(r"\b(my|the user's|user's|his|her|their) name['’]s\b", re.IGNORECASE)
 KIN_MARK = "kin:"
