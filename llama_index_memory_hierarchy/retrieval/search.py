@@ -21,9 +21,9 @@
    (and half for a superseded fact, when history is asked for);
    every weight a field of :class:`~llama_index_memory_hierarchy.ranking.settings.RankingSettings` (per memory,
    per call: ``ranking=``), each column of the explanation times its fitted signal weight (``bench/fit_ranking.py``);
-3. shows only what has evidence of relevance (``RankingSettings.relevance_floor``, ``retrieval.floor``): a content word
-   of the query in its own text, a person, date or graph link the query names, or a cosine above every unrelated
-   pair of the calibration set and above the query's own to those sentences; an acknowledgement never. An
+3. shows only what has evidence of relevance (``RankingSettings.relevance_floor``, ``retrieval.floor``): a cosine
+   that stands out from unrelated texts by a calibrated bar, a content word of the query in its own text (with a
+   meaning that agrees), a person, date or graph link the query names; a content-free memory never. An
    explicit ``min_score`` replaces the floor. Nothing relevant: an empty list;
 4. chooses the final list with :func:`~llama_index_memory_hierarchy.ranking.selection.select`:
    one slot per memory, a derived memory and its sources only when both add words, near-identical
