@@ -16,6 +16,10 @@ stored text, a query against stored text for models with query and passage roles
 name against name). It is computed once per model at first use (some fifty texts and two dozen
 queries) and cached by the embedding space id (model label and dimension), the id the store
 records with every vector.
+
+The relevance floor reads a second measure (:meth:`SimilarityCalibration.relevance`): how far one cosine
+stands above those of unrelated texts *for this query and this memory*, against a larger background
+(:data:`BACKGROUND_EN`, :data:`BACKGROUND_ZH`), measured only when the floor first runs (:func:`abackground`).
 """
 
 from __future__ import annotations
