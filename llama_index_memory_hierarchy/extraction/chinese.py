@@ -130,6 +130,8 @@ _ZH_MOVE = {"搬到", "搬去", "搬家到", "移居", "搬到了"}
 _ZH_JOB = {"当", "做", "担任", "从事"}
 #: Fillers between a request and what is asked ("请李娜帮忙订机票").
 _ZH_HELP = {"帮忙", "帮", "帮我", "去"}
+#: Seasons, tagged as time words by jieba: an object only where they end the clause ("我不喜欢冬天").
+_ZH_SEASONS = {"春天", "夏天", "秋天", "冬天", "春季", "夏季", "秋季", "冬季"}
 _ZH_PHRASE_ENDS = {*_ZH_WORK, *_ZH_STUDY, *_ZH_LIVE, *_ZH_JOB, *_ZH_VERB_OBJECTS, "过敏", "出差", "旅游", "旅行"}
 _ZH_NOUNISH = ("n", "eng", "vn", "an", "j", "l")
 #: Pronouns and demonstratives: never part of a noun phrase.
@@ -291,9 +293,11 @@ class _ChineseReader:
                 continue
             if word in _ZH_PHRASE_ENDS:
                 break
-            if (flag.startswith(_ZH_NOUNISH) or flag in {"nr", "ns", "nt", "nz", "b", "a", "r"}) and not (
-                flag == "r" and word in _ZH_PRONOUNS
-            ):
+            last = end + 1 == len(words) or words[end + 1][1] == "x"
+            if (
+                (flag.startswith(_ZH_NOUNISH) or flag in {"nr", "ns", "nt", "nz", "b", "a", "r"})
+                and not (flag == "r" and word in _ZH_PRONOUNS)
+            ) or (word in _ZH_SEASONS and last):
                 end += 1
                 continue
             break
@@ -310,7 +314,9 @@ class _ChineseReader:
         kind = "CONCEPT"
         if end - begin == 1:
             kind = _JIEBA_TYPES.get(words[begin][1], "CONCEPT")
-        if text in {"东西", "事情", "事", "时间", "今天", "明天", "昨天"} or flags <= {"t"}:
+        if text in {"东西", "事情", "事", "时间", "今天", "明天", "昨天"} or (
+            flags <= {"t"} and text not in _ZH_SEASONS
+        ):
             return None, start
         return (text, kind), end
 
@@ -421,6 +427,8 @@ class _ChineseReader:
             return
         if prefix == "asked_to" and words[i][0] in _ZH_HELP and i + 1 < len(words) and _verbal(words[i + 1]):
             i += 1  # "请李娜帮忙订机票": the help is the booking
+        if prefix == "asked_to" and words[i][0] == "去" and i + 1 < len(words) and words[i + 1][1] != "ns":
+            return  # "让小王去买菜": the errand (jieba's noun 买菜), not a place to go to
         word, flag = words[i]
         rest = i + 1
 

@@ -19,6 +19,8 @@ PREDICATE_ALIASES: dict[str, str] = {
     "moves_to": "lives_in",
     "moved_to": "lives_in",
     "relocated_to": "lives_in",
+    "settled_in": "lives_in",
+    "settle_in": "lives_in",
     "work_at": "works_at",
     "work_for": "works_at",
     "works_for": "works_at",

@@ -152,3 +152,32 @@ async def test_a_vague_head_noun_makes_no_object() -> None:
             ("I like lots of things.", set()),
         ]
     )
+
+
+@english
+async def test_chat_clauses_settled_into_and_so_or_though_keep_their_main_fact() -> None:
+    await check(
+        [
+            ("After a few moves I finally settled in Bergen.", {("User", "lives_in", "Bergen")}),
+            ("I'm really into bouldering.", {("User", "likes", "bouldering")}),
+            ("I'm not really into golf.", {("User", "does_not_like", "golf")}),
+            ("My aunt lives in Hull, so I go there a lot.", {("User", "aunt_lives_in", "Hull")}),
+            ("I speak Greek with my dad, though I'm rusty.", {("User", "speaks", "Greek")}),
+            ("I grew up in Leeds, though I rarely go back.", {("User", "grew_up_in", "Leeds")}),
+            ("If I move, I will live in Oslo.", set()),  # a condition still states nothing
+            ("I think I live in Oslo, so whatever.", set()),
+            ("I retired after thirty years.", set()),  # a time preposition is no second fact
+        ]
+    )
+
+
+async def test_chinese_seasons_as_objects_and_an_errand_is_no_place() -> None:
+    await check(
+        [
+            ("我不喜欢夏天。", {("User", "does_not_like", "夏天")}),
+            ("我喜欢冬天去滑雪。", set()),  # the season is when, not what is liked
+            ("我让小王去买菜。", set()),  # was 小王 asked_to_go_to 买菜
+            ("我让小王去买咖啡豆。", {("小王", "asked_to_buy", "咖啡豆")}),
+            ("我让小李去北京出差。", {("小李", "asked_to_go_to", "北京")}),
+        ]
+    )

@@ -42,7 +42,9 @@ class SpacyReader(FactShapes):
             elif not self._skip_sentence(sent):
                 out.extend(self._relation_nouns(sent))
                 for token in sent:
-                    if token.dep_ in {"ROOT", "conj", "advcl", "parataxis"} and token.pos_ in {"VERB", "AUX"}:
+                    if (
+                        token.dep_ in {"ROOT", "conj", "advcl", "parataxis"} or self._before_so(token)
+                    ) and token.pos_ in {"VERB", "AUX"}:
                         out.extend(self._clause(token))
             for ent in sent.ents:
                 if ent.label_ == "PERSON":
@@ -71,6 +73,14 @@ class SpacyReader(FactShapes):
         text = " ".join(t.text for t in name)
         self.user_names.update({text, name[0].text})
         return self._make((USER_ENTITY, "PERSON"), NAME_PREDICATE, (text, "PERSON"))
+
+    @staticmethod
+    def _before_so(token: Any) -> bool:
+        """ "My aunt lives in Hull, so I visit": small models make the first clause a complement of the second."""
+        return token.dep_ == "ccomp" and any(
+            c.lower_ == "so" and c.dep_ in {"advmod", "mark", "cc"} and token.i < c.i < token.head.i
+            for c in token.head.children
+        )
 
     @staticmethod
     def _skip_sentence(sent: Any) -> bool:

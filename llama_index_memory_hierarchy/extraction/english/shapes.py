@@ -20,6 +20,7 @@ from llama_index_memory_hierarchy.extraction.english.words import (
     REPORTING_VERBS,
     REQUEST_VERBS,
     SKIP_ENTITY_TYPES,
+    TEMPORAL_PREPS,
     TRANSIENT_ADJECTIVES,
 )
 from llama_index_memory_hierarchy.extraction.relations import (
@@ -173,7 +174,7 @@ class FactShapes(Mentions):
         if dobjs:
             return out
         for child in verb.children:
-            if child.dep_ not in {"prep", "dative"} or child.dep_ == "dative":
+            if child.dep_ not in {"prep", "dative"} or child.dep_ == "dative" or child.lower_ in TEMPORAL_PREPS:
                 continue
             pobj = next((c for c in child.children if c.dep_ == "pobj"), None)
             following = self.ent_of.get(child.i + 1)
@@ -227,6 +228,11 @@ class FactShapes(Mentions):
                         out.append(
                             self._make(subject, "does_not_work_at" if negated else "works_at", (ent.text, "ORG"))
                         )
+            elif child.dep_ == "prep" and child.lower_ == "into":  # "I'm (not really) into bouldering"
+                for pobj in child.children:
+                    thing = self.thing(pobj) if pobj.dep_ == "pobj" else None
+                    if thing is not None:
+                        out.append(self._make(subject, "does_not_like" if negated else "likes", thing))
             elif child.dep_ == "prep" and child.lower_ == "from":
                 for pobj in child.children:
                     place = self.named(pobj) if pobj.dep_ == "pobj" else None

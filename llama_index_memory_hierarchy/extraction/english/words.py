@@ -27,7 +27,7 @@ FUTURE = {"will", "'ll", "shall"}
 HEDGES = {"maybe", "perhaps", "probably", "possibly", "hopefully", "supposedly", "apparently"}
 #: Openers before an introduction ("hi, I'm Tariq").
 GREETINGS = {"hi", "hello", "hey", "oh", "well", "so", "ok", "okay", "yes", "yeah"}
-CONDITIONAL_MARKS = {"if", "unless", "whether", "though", "although"}
+CONDITIONAL_MARKS = {"if", "unless", "whether"}
 #: Verbs of saying and thinking: what follows them is reported or uncertain, not a fact.
 REPORTING_VERBS = {
     "say", "think", "believe", "guess", "suppose", "feel", "hear", "wonder", "doubt", "claim", "imagine",
@@ -95,6 +95,9 @@ CALL_ME = re.compile(
 )
 NAME_CONTRACTION = re.compile(r"\b(my|the user's|user's|his|her|their) name['’]s\b", re.IGNORECASE)
 KIN_MARK = "kin:"
-SINGLE_CLAUSE_MARKS = {"when", "while", "before", "after", "until", "once", "as", "since", "so"}
+#: Marks of a clause that is no plain fact itself (time, result, concession) but leaves its main clause one.
+SINGLE_CLAUSE_MARKS = {"when", "while", "before", "after", "until", "once", "as", "since", "so", "though", "although"}
+#: Prepositions of time: "settled after a few moves" says when, not a second fact.
+TEMPORAL_PREPS = {"after", "before", "during", "since", "until", "following"}
 OBJECT_PREPS = {"of", "at", "for", "from", "in"}
 CODE = re.compile(r"^[A-Za-z]+-?\d+[A-Za-z\d-]*$")
