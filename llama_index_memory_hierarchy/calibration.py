@@ -24,12 +24,14 @@ stands above those of unrelated texts *for this query and this memory*, against 
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from llama_index_memory_hierarchy.language import detect_language
 
@@ -194,6 +196,21 @@ _MIN_SPAN = 0.05
 _MIN_STD = 1e-4
 
 
+@functools.cache
+def _blas() -> ThreadpoolController:
+    return ThreadpoolController()  # finds the loaded BLAS libraries once (a few ms: not at import)
+
+
+def _one_blas_thread() -> Any:
+    """BLAS on the calling thread alone while the context is open.
+
+    Why: the background products of :meth:`SimilarityCalibration.relevance` are small (a hundred candidates by
+    46 statements), and OpenBLAS ran them on every core, whose threads then spun: an ``aget`` at 10k memories took
+    35 ms of CPU instead of 16 ms, doubling its wall time on a 2-core machine (``bench/latency.py``).
+    """
+    return _blas().limit(limits=1, user_api="blas")
+
+
 def group_of(text: str) -> str:
     """The calibration group of a text: ``"zh"`` for Chinese or Japanese script, else ``"en"``."""
     return "zh" if detect_language(text) in ("zh", "ja") else "en"
@@ -248,9 +265,10 @@ class SimilarityCalibration:
         queries = self.background_queries.get(query_group)
         if passages is None or queries is None or passages.shape[1:] != query_vector.shape:
             return None
-        cosine = vectors @ query_vector
-        of_query = passages @ query_vector
-        of_memory = vectors @ queries.T
+        with _one_blas_thread():
+            cosine = vectors @ query_vector
+            of_query = passages @ query_vector
+            of_memory = vectors @ queries.T
         by_query = (cosine - of_query.mean()) / max(float(of_query.std()), _MIN_STD)
         by_memory = (cosine - of_memory.mean(axis=1)) / np.maximum(of_memory.std(axis=1), _MIN_STD)
         return 0.5 * (by_query + by_memory)
