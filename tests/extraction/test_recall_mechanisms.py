@@ -29,6 +29,12 @@ async def test_discourse_openers_and_a_missing_full_stop_do_not_hide_the_fact() 
             ("Just so you know, I'm asthmatic.", {("User", "is", "asthmatic")}),
             ("For the record, I live in Bergen.", {("User", "lives_in", "Bergen")}),
             ("btw I speak Estonian", {("User", "speaks", "Estonian")}),
+            (
+                "The thing you should know about me is that I'm allergic to latex.",
+                {("User", "is_allergic_to", "latex")},
+            ),
+            ("One thing to know about me is that I never drink milk.", {("User", "does_not_drink", "milk")}),
+            ("The thing you should know about me is unclear.", set()),
         ]
     )
 

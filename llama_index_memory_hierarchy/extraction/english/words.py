@@ -74,10 +74,12 @@ INTENSIFIERS = {"huge", "massive", "total", "complete", "absolute", "utter", "en
 IDENTITY_WORDS = {
     "vegan", "vegetarian", "pescatarian", "diabetic", "coeliac", "celiac", "keto", "teetotal", "gluten-free",
 }  # fmt: skip
-#: Discourse openers that carry no content and mislead small parsers ("fwiw I'm a paramedic"), and the
+#: Discourse openers that carry no content and mislead small parsers ("fwiw I'm a paramedic", "the thing you
+#: should know about me is that ..."), and the
 #: contraction "my name's" (parsed as a possessive): rewritten before parsing.
 DISCOURSE_OPENER = re.compile(
-    r"(^|[.!?;]\s+)(?:fwiw|btw|fyi|tbh|imo|just fyi|just so you know|for the record|for what it'?s worth)"
+    r"(^|[.!?;]\s+)(?:fwiw|btw|fyi|tbh|imo|just fyi|just so you know|for the record|for what it'?s worth"
+    r"|(?:the|one)(?: main| big| only)? thing (?:you should|to) know about me is(?: that)?)"
     r"(?:\s*,\s*|\s+)(?=\w)",
     re.IGNORECASE,
 )
