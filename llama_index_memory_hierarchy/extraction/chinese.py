@@ -130,6 +130,12 @@ _ZH_MOVE = {"搬到", "搬去", "搬家到", "移居", "搬到了"}
 _ZH_JOB = {"当", "做", "担任", "从事"}
 #: Fillers between a request and what is asked ("请李娜帮忙订机票").
 _ZH_HELP = {"帮忙", "帮", "帮我", "去"}
+#: Pets a following "叫X" clause names ("我养了一只猫，叫年糕" -> 年糕 cat_of User), as the English path does.
+_ZH_PETS = {
+    "猫": "cat", "小猫": "cat", "猫咪": "cat", "狗": "dog", "小狗": "dog", "狗狗": "dog", "兔子": "rabbit",
+    "鹦鹉": "parrot", "仓鼠": "hamster", "乌龟": "tortoise",
+}  # fmt: skip
+_ZH_NAMING = {"叫", "名叫", "叫做"}
 #: Seasons, tagged as time words by jieba: an object only where they end the clause ("我不喜欢冬天").
 _ZH_SEASONS = {"春天", "夏天", "秋天", "冬天", "春季", "夏季", "秋季", "冬季"}
 _ZH_PHRASE_ENDS = {*_ZH_WORK, *_ZH_STUDY, *_ZH_LIVE, *_ZH_JOB, *_ZH_VERB_OBJECTS, "过敏", "出差", "旅游", "旅行"}
@@ -334,6 +340,8 @@ class _ChineseReader:
     # ------------------------------------------------------------------ clause
     def _clause(self, words: list[tuple[str, str]], inherited: tuple[str, str] | None) -> tuple[str, str] | None:
         subject, i = self._subject(words)
+        if subject is None and self._pet_name(words):
+            return None
         if subject is None:
             request = next((k for k, (w, _) in enumerate(words) if w in _ZH_REQUESTS), None)
             if request is not None and request + 1 < len(words):  # "老板让我整理会议记录": whoever asks
@@ -355,6 +363,18 @@ class _ChineseReader:
             return subject
         self._predicate(subject, words, i, negated=False, prefix=None)
         return subject
+
+    def _pet_name(self, words: list[tuple[str, str]]) -> bool:
+        """ "…养了一只猫，叫年糕": a clause of just "叫" and a name right after the user's pet."""
+        last = self.facts[-1] if self.facts else None
+        if len(words) != 2 or words[0][0] not in _ZH_NAMING or last is None or last.predicate != "has":
+            return False
+        if last.subject != USER_ENTITY or last.object not in _ZH_PETS or words[1][0] in _ZH_PRONOUNS:
+            return False
+        if not words[1][1].startswith(("n", "nr", "nz")) or words[1][0] in _ZH_PETS:
+            return False
+        self._add((words[1][0], "ENTITY"), f"{_ZH_PETS[last.object]}_of", (USER_ENTITY, "PERSON"))
+        return True
 
     @staticmethod
     def _kin(words: list[tuple[str, str]]) -> tuple[str, int] | None:

@@ -187,3 +187,13 @@ async def test_chinese_seasons_as_objects_and_an_errand_is_no_place() -> None:
             ("我让小李去北京出差。", {("小李", "asked_to_go_to", "北京")}),
         ]
     )
+
+
+async def test_chinese_pet_named_in_the_next_clause() -> None:
+    await check(
+        [
+            ("我养了一条狗，叫豆豆。", {("User", "has", "狗"), ("豆豆", "dog_of", "User")}),
+            ("我养了一只狗，叫他来。", {("User", "has", "狗")}),  # a pronoun: no name
+            ("老王养了一只猫，叫花花。", {("老王", "has", "猫")}),  # not the user's pet: left alone
+        ]
+    )
