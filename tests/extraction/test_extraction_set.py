@@ -63,9 +63,10 @@ async def test_offline_floors_on_the_issue32_set(language: str, part: str) -> No
     assert silent == {}  # questions, hypotheticals, jokes, claims of authority
 
 
-#: The fresh part's figures when it was first run, once, after all tuning (2026-12-04: en P 0.918 R 0.691,
-#: zh P 1.000 R 0.933), less a small margin: a guard against regression, NOT the targets (English misses them).
-FRESH_FLOORS = {"en": (0.90, 0.67), "zh": (0.97, 0.90)}
+#: The fresh part was first run once, clean (2026-12-04: en P 0.918 R 0.691, zh P 1.000 R 0.933); its error
+#: classes were then fixed (issue 32, extract32c), after which it gives en P 1.000 R 0.926, zh P 1.000 R 0.950:
+#: no longer a clean held-out figure. Floors are those figures less a small margin, a regression guard.
+FRESH_FLOORS = {"en": (0.97, 0.90), "zh": (0.97, 0.92)}
 
 
 @pytest.mark.parametrize("language", ["en", "zh"])
