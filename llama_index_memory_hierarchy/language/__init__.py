@@ -14,7 +14,8 @@ on first use):
   content words (stop-words removed with the maintained lists that ``bm25s`` ships).
 * :mod:`.sentences`: the one sentence splitter (:func:`split_sentences`), clauses and questions.
 * :mod:`.parties`: the one pronoun list (:data:`FIRST_PERSON`, :data:`SECOND_PERSON`, ...) and the party of a
-  chat a text speaks of (:func:`named_chat_party`, :func:`statements`).
+  chat a text speaks of (:func:`named_chat_party`, :func:`statements`); :func:`asks_to_recall` (a request to the
+  assistant for what the user told it, naming no topic).
 * :mod:`.dates`: :func:`extract_time_hints`, the dates and periods a text names, relative to an event time
   (Chinese through ``dateparser``: ``"上周"``, ``"5月2日"``, ``"三天前"``; English through the English table's
   patterns: ``"6 March, 2021"``, ``"last week"``, ``"in May"``), plus :func:`has_temporal_intent` (the question
@@ -39,6 +40,7 @@ from llama_index_memory_hierarchy.language.parties import (
     FIRST_PERSON_PLURAL,
     SECOND_PERSON,
     THIRD_PERSON,
+    asks_to_recall,
     named_chat_party,
     statements,
     without_self_statements,
@@ -89,6 +91,7 @@ __all__ = [
     "Language",
     "TimeHint",
     "asks",
+    "asks_to_recall",
     "content_word",
     "detect_language",
     "evidence_terms",

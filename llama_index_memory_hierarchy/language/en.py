@@ -36,6 +36,10 @@ META_TALK = frozenset(
 )
 #: A request to recall ("do you remember ...").
 RECALL_REQUEST = r"\b(?:do|did|can|could|would)?\s*you\s+(?:still\s+)?(?:remember|recall|know)\b"
+#: Asking to be told or reminded ("Tell me what you remember.", "Remind me what we said."): a request to recall.
+RECALL_IMPERATIVE = r"^\W*(?:please\s+)?(?:tell|remind)\s+me\b"
+#: Where the user had got to ("how far I got", "where we left off"): talk about the conversation, as META_TALK.
+PROGRESS = r"\bhow far (?:i|we)(?:'ve| have)? (?:got|gotten|come)\b|\bwhere (?:i|we) (?:left off|stopped|was|were)\b"
 #: A question that asks for a time ("When ...?", "How long ...?").
 TEMPORAL_INTENT = (
     r"^\s*when\b|\bwhen (?:did|does|do|is|was|were|will|has|have|had)\b|\bwhat (?:year|month|date|day|time|week)\b"

@@ -7,7 +7,8 @@ from typing import Literal
 
 from llama_index_memory_hierarchy.language import en, zh
 from llama_index_memory_hierarchy.language.scripts import SCRIPT_BOUNDARY
-from llama_index_memory_hierarchy.language.sentences import is_question, split_clauses, split_sentences
+from llama_index_memory_hierarchy.language.sentences import asks, is_question, split_clauses, split_sentences
+from llama_index_memory_hierarchy.language.tokens import CONTENT_FREE_WORDS, keyword_tokens, query_stopwords
 
 #: The speaker, singular ("I", "me", "我"): the user when the user speaks.
 FIRST_PERSON = en.FIRST_PERSON | zh.FIRST_PERSON
@@ -37,6 +38,28 @@ _PARTY_PRONOUNS: dict[Party, re.Pattern[str]] = {
 #: A request to recall ("do you remember ...", "你还记得...吗"): it asks the assistant about what follows, so its
 #: "you" is not the party the question is about.
 _RECALL_REQUEST = re.compile(f"{en.RECALL_REQUEST}|{zh.RECALL_REQUEST}", re.IGNORECASE)
+#: What asks for the conversation's past itself: a request to recall, where the user had got to.
+_RECALL_CUE = re.compile(f"{en.RECALL_REQUEST}|{zh.RECALL_REQUEST}|{en.PROGRESS}|{zh.PROGRESS}", re.IGNORECASE)
+_RECALL_IMPERATIVE = re.compile(f"{en.RECALL_IMPERATIVE}|{zh.RECALL_IMPERATIVE}", re.IGNORECASE)
+_META_TALK = en.META_TALK | zh.META_TALK
+
+
+def asks_to_recall(text: str) -> bool:
+    """Whether ``text`` asks the assistant for what the user told it in general, naming no topic ("Do you remember
+    how far I got?", "What did I tell you earlier?", "你还记得我说过什么吗？").
+
+    Why: such a request shares no content with the memories it asks for, yet it is no unrelated query; the
+    relevance floor shows the informative memories for it (``retrieval.floor``). It is a question or a request to
+    be told or reminded, it holds a recall cue (talk about talk: ``META_TALK``, "do you remember", "how far I
+    got") and no content word outside the content-free words: "Do you remember my sister's name?" names a topic,
+    "Got it?" and "zzzz qqq" ask for nothing remembered.
+    """
+    if not (asks(text) or _RECALL_IMPERATIVE.search(text)):
+        return False
+    stop = query_stopwords()
+    words = [w for w in keyword_tokens(_RECALL_CUE.sub(" ", text)) if w not in stop]
+    cued = bool(_RECALL_CUE.search(text)) or any(w in _META_TALK for w in words)
+    return cued and all(w in CONTENT_FREE_WORDS for w in words)
 
 
 def named_chat_party(query: str) -> Party | None:

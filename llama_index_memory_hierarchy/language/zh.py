@@ -28,6 +28,10 @@ META_TALK = frozenset(
 )
 #: A request to recall ("你还记得...吗").
 RECALL_REQUEST = r"[你您](?:还|是否|可)?(?:记得|记不记得|知道)"
+#: Asking to be told or reminded ("告诉我你记得什么", "提醒我一下"): a request to recall.
+RECALL_IMPERATIVE = r"^\W*请?(?:告诉|提醒)我"
+#: Where the user had got to ("我学到哪了", "我们说到哪儿了"): talk about the conversation, as META_TALK.
+PROGRESS = r"(?:学|做|说|聊|讲|看)到哪(?:里|儿)?|进度"
 #: Words that ask for a time and name none ("哪一年", "几号"): read as no date ("一年" is not a year ago).
 ASKED_TIME = re.compile(r"哪一?(?:个)?(?:天|年|月|周|星期|礼拜)|几(?:月|号|点|年)|什么时候|何时")
 #: A question that asks for a time ("什么时候...？", "几号...？").

@@ -19,6 +19,7 @@ import numpy as np
 from llama_index_memory_hierarchy.calibration import SimilarityCalibration, abackground
 from llama_index_memory_hierarchy.language import CONTENT_FREE_WORDS, TimeHint, evidence_terms
 from llama_index_memory_hierarchy.ranking.pipeline import time_score
+from llama_index_memory_hierarchy.ranking.selection import is_content_free
 from llama_index_memory_hierarchy.retrieval.candidate import Candidate
 from llama_index_memory_hierarchy.turns import format_turn, speaker_of
 from llama_index_memory_hierarchy.types import MemoryItem, MemoryType
@@ -35,6 +36,8 @@ def relevant(
     false_positive_rate: float,
     named: set[str],
     entity: np.ndarray,
+    *,
+    recall: bool = False,
 ) -> np.ndarray:
     """Which candidates show evidence of relevance (``RankingSettings.relevance_floor``).
 
@@ -46,7 +49,9 @@ def relevant(
     meaning nearer than most unrelated texts (:data:`LEXICAL_FALSE_POSITIVE_RATE`: "work" in "how does a jet
     engine work" and "I work at a bakery" is not), or a person the query names by name, a date it names, a graph
     link from an entity it names. A short text (two content words at most) sits near any query in these models:
-    its cosine alone is no evidence; an acknowledgement or talk about talk is never relevant.
+    its cosine alone is no evidence; an acknowledgement or talk about talk is never relevant. A request to recall
+    in general (``recall``: ``language.asks_to_recall``, "what did I tell you earlier?") asks for the user's past
+    itself: every informative memory is relevant to it (the ranking orders them), a content-free one still not.
     """
     dense_bar = NormalDist().inv_cdf(1.0 - false_positive_rate)
     lexical_bar = NormalDist().inv_cdf(1.0 - LEXICAL_FALSE_POSITIVE_RATE)
@@ -58,6 +63,9 @@ def relevant(
     for i, cand in enumerate(candidates):
         words = cand.text.words
         if words <= CONTENT_FREE_WORDS:  # an acknowledgement, talk about talk: relevant to nothing
+            continue
+        if recall and not is_content_free(words, matched_query=False):
+            out[i] = True
             continue
         others = runner_up if known[i] == top else top
         clear = known[i] > clear_bar and known[i] - max(others, 0.0) > CLEAR_MARGIN

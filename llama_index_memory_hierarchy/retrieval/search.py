@@ -59,6 +59,7 @@ from llama_index_memory_hierarchy.instrumentation import traced
 from llama_index_memory_hierarchy.language import (
     TimeHint,
     asks,
+    asks_to_recall,
     named_chat_party,
     query_stopwords,
 )
@@ -175,6 +176,7 @@ class _Query:
     temporal: bool  # it asks *when*
     chat: bool  # a turn of a conversation that asks nothing (small talk: ``RankingSettings.chat_keyword_weight``)
     words: frozenset[str]  # its content words (none for a content-free query: "好的", "ok")
+    recall: bool  # it asks for what the user told in general ("what did I tell you earlier?": ``asks_to_recall``)
     group: str  # its calibration group
     keywords: str  # what the keyword search looks for (``keyword_terms``)
     terms: frozenset[str]  # its keyword index terms
@@ -195,6 +197,7 @@ class _Query:
             temporal=has_temporal_intent(text),
             chat=in_conversation and not asks(text),
             words=frozenset() if is_content_free(words, matched_query=False) else words,
+            recall=asks_to_recall(text),
             group=group_of(text),
             keywords=keywords,
             terms=frozenset(index_terms(keywords)),
@@ -508,7 +511,7 @@ class CrossTierSearch(RuntimeBound):
         if settings.relevance_floor and min_score is None:  # what shows no evidence of relevance is never shown
             standing = standing_of(calibration, query.vector[0] if query.vector else None, query.group, candidates)
             rate = settings.floor_false_positive_rate
-            shown = relevant(query.text, query.hints, candidates, standing, rate, named, entity)
+            shown = relevant(query.text, query.hints, candidates, standing, rate, named, entity, recall=query.recall)
         else:
             shown = np.ones(len(candidates), dtype=bool)
         order = sorted(

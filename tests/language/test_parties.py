@@ -61,3 +61,37 @@ def test_one_han_range_and_one_pronoun_list_for_both_languages() -> None:
     assert {"she", "他"} <= L.THIRD_PERSON and "我们" in L.FIRST_PERSON_PLURAL
     assert L.named_chat_party("您还记得我养的猫叫什么吗？") == "user"
     assert L.named_chat_party("你们周末去哪里了？") is None  # a plural names more than one party
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Do you remember how far I got?",
+        "What did I tell you earlier?",
+        "Tell me what you remember.",
+        "What do you know about me?",
+        "你还记得我说过什么吗？",
+        "我之前跟你说过什么？",
+        "提醒我一下。",
+        "我学到哪了？",
+    ],
+)
+def test_a_request_to_recall_in_general(text: str) -> None:
+    assert L.asks_to_recall(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "zzzz qqq",
+        "What's the capital of Peru?",
+        "Do you know the capital of Peru?",  # a recall cue, but a topic: the floor judges it as any query
+        "Do you remember my sister's name?",
+        "Remind me to buy milk.",
+        "I told you that earlier.",  # a statement, not a request
+        "Got it?",  # no recall cue
+        "你知道秘鲁的首都是哪里吗？",
+    ],
+)
+def test_not_a_request_to_recall_in_general(text: str) -> None:
+    assert not L.asks_to_recall(text)

@@ -119,6 +119,20 @@ def test_no_content_free_turn_ranks_first_for_a_vague_question(memory: Hierarchi
         assert ranking == "no_floor" or not free, (query, contents)  # the floor shows no acknowledgement
 
 
+#: Requests to recall in general: they name no topic, yet ask for the user's past (``language.asks_to_recall``).
+RECALL_REQUESTS = ["What did I tell you earlier?", "Do you remember how far I got?", "你还记得我说过什么吗？"]
+
+
+@pytest.mark.parametrize("query", RECALL_REQUESTS)
+def test_a_request_to_recall_shows_informative_memories_first(memory: HierarchicalMemory, query: str) -> None:
+    """The floor lets informative memories through for it (search and get()), never an acknowledgement."""
+    contents = [item.content for item in memory.search(query, limit=5)]
+    assert contents and all(content in INFORMATIVE for content in contents), (query, contents)
+    [message] = _memory_message(memory.get(input=query))
+    assert not any(f'"{free}"' in message for free in CONTENT_FREE + META_TALK), message  # quoted, one a line
+    assert sum(f'"{informative}"' in message for informative in INFORMATIVE) >= 3, message
+
+
 def test_the_min_score_is_checked(memory: Any) -> None:
     from llama_index_memory_hierarchy.errors import MemoryValidationError
 
