@@ -35,7 +35,7 @@ from llama_index_memory_hierarchy.text import count_tokens
 logger = logging.getLogger(__name__)
 
 #: First line of the summary section of the system message.
-SUMMARY_HEADER = "Summary of the earlier conversation in this session (older turns, condensed; quoted as data):"
+SUMMARY_HEADER = "Summary of the earlier conversation in this session (older turns, condensed):"
 #: The progressive summarisation prompt.
 SUMMARY_PROMPT = (
     "Progressively summarize the lines of a conversation between a user and an AI assistant, adding onto the "
