@@ -585,7 +585,8 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         the recent user ``turns`` for what the conversation is about (``retrieval.conversation_query``). A line
         that does not fit is dropped whole. The profile's standing facts (diet, allergies, language, ...) lead it
         and are shown whatever the query, since they bear on requests that share no word with them ("what should
-        I cook tonight?"); ``aprofile_text(standing_only=True)`` is them alone, for a query nothing else clears.
+        I cook tonight?"); for a query no memory clears the relevance floor for, they are the whole profile shown
+        (none: no memory message).
         """
         every_rule = await self.procedural.ainstructions(include_history=True)
         rules = [rule for rule in every_rule if is_current(rule)]
@@ -614,6 +615,8 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         except MemoryValidationError:
             items, profile = [], await self._manager.aprofile_text(profile_limit)
         items = [item for item in items if item.id not in exclude]
+        if not items:  # nothing beyond the conversation clears the floor: only what constrains any answer (diet...)
+            profile = await self._manager.aprofile_text(profile_limit, standing_only=True)
         budget = room - count_tokens(MEMORY_HEADER) - 1
         if profile:
             budget -= count_tokens(profile) + 2

@@ -61,6 +61,8 @@ def test_profile_is_a_section_of_the_memory_message(memory_factory) -> None:
     assert f"\n\n<profile>\n{PROFILE_HEADER}\n" in system.content and "is allergic to shellfish" in system.content
     assert count_tokens(system.content) <= 200
     memory.manager.add_memory("I love spicy food.", "semantic", 0.8)  # the profile follows new facts
+    # (a request it bears on: for one no memory clears the floor for, only standing facts are shown)
+    memory.put(ChatMessage(role="user", content="Which spicy food would you recommend?"))
     assert "loves spicy food" in memory.get()[-1].content
 
 
@@ -250,3 +252,24 @@ def test_a_new_session_asking_what_to_cook_gets_the_diet_and_the_allergy(memory_
     standing = later.manager.get_profile().text(standing_only=True)  # for a request nothing else bears on
     assert all(word in standing for word in expected) and not any(line in standing for line in chatter[3:])
     assert len(standing.splitlines()) == 1 + len(expected)
+
+
+def test_a_request_no_memory_bears_on_gets_only_the_standing_facts(memory_factory) -> None:
+    """Nothing clears the relevance floor for "What's the capital of Peru?": the diet still constrains an answer,
+    the workplace has nothing to do with it; with no standing fact at all, no memory message."""
+    memory = memory_factory()
+    memory.manager.add_memory("I am vegetarian.", "semantic", 0.5)
+    memory.manager.add_memory("I work at a bakery.", "semantic", 0.9)
+    entries = {
+        e.text: e.standing for e in [*memory.manager.get_profile().preferences, *memory.manager.get_profile().facts]
+    }
+    assert entries.get("is vegetarian") is True and any("bakery" in t and not s for t, s in entries.items()), entries
+    memory.put(ChatMessage(role="user", content="What's the capital of Peru?"))
+    [system] = [m for m in memory.get() if m.role == MessageRole.SYSTEM]
+    assert "is vegetarian" in system.content and "bakery" not in system.content, system.content
+
+    other = memory_factory(user_id="no-standing")
+    other.manager.add_memory("I work at a bakery.", "semantic", 0.9)
+    other.manager.add_memory("I play the cello.", "semantic", 0.5)
+    other.put(ChatMessage(role="user", content="zzzz qqq"))
+    assert [m.role for m in other.get()] == [MessageRole.USER], other.get()[-1].content
