@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import OrderedDict
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -16,6 +16,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.lifecycle.browse import tags_of, validate_tags
+from llama_index_memory_hierarchy.stores.record_sql.rows import stored_time
 from llama_index_memory_hierarchy.types import (
     MemoryType,
     parse_moment,
@@ -282,7 +283,7 @@ async def access_log(request: Request) -> Response:
     items = {r.item.id: r.item for r in found}
     entries = [
         {
-            "at": datetime.fromtimestamp(row["at"], UTC),
+            "at": stored_time(row["at"]),  # a bad stored time is clamped, not a failed page
             "session_id": row["session_id"],
             "input": row["input"],
             "memories": [(i, items.get(i)) for i in row["memory_ids"]],

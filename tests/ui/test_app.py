@@ -4,6 +4,7 @@ redirects kept on the server, GETs without side effects."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -413,3 +414,16 @@ def test_only_the_operators_secret_chooses_the_user(memory: Any, two_users: tupl
     assert plain.get("/users").status_code == 403 and "oolong" not in plain.get("/search?q=vault+code").text
     assert plain.app.state.inspector.operator_token is None
     inspector.close()
+
+
+def test_the_access_log_page_survives_a_row_with_a_bad_stored_time(make_memory, persist_dir: Path) -> None:
+    """A time out of range (written before times were bounded, or by hand) is clamped, not a 500 for the page."""
+    memory = make_memory(user_id="fiona", session_id="lmh-ui")
+    memory.manager.add_memory("I like tomato soup and rye bread.", "episodic", 0.6)
+    memory.get(input="which soup do I like")
+    memory.get(input="which bread do I like")
+    assert len(memory.manager.access_log()) == 2  # written
+    with sqlite3.connect(persist_dir / "memory.db") as db:
+        db.execute("UPDATE lifecycle_shown SET at = 1e300 WHERE user_id = 'fiona' AND input LIKE '%soup%'")
+    page = client(memory, allow_edits=False).get("/access-log")
+    assert page.status_code == 200 and "which soup do I like" in page.text and "which bread do I like" in page.text
