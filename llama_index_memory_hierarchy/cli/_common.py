@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import ipaddress
 import json
 import logging
 import os
+import re
+import socket
 import sys
 from collections.abc import Iterator
 from datetime import date, datetime
@@ -236,6 +239,29 @@ def llm_label(llm: Any) -> str:
 # --------------------------------------------------------------------------------------------
 # Input parsing
 # --------------------------------------------------------------------------------------------
+
+
+#: One label of a host name (RFC 1123): letters, digits and inner hyphens, at most 63.
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+
+
+def check_bind_address(host: str, port: int) -> None:
+    """``--host`` / ``--port`` of a server, checked before anything opens: a host the resolver refuses otherwise
+    surfaces from inside the web server, after the stores opened, as an unexpected codec error or its exit 3."""
+    if not 0 < port < 65536:
+        raise UsageError(f"--port: must be 1-65535, got {port}")
+    try:
+        ipaddress.ip_address(host.removeprefix("[").removesuffix("]"))
+        return
+    except ValueError:
+        pass
+    name = host.removesuffix(".")
+    if not (0 < len(name) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in name.split("."))):
+        raise UsageError(f"--host: expected an IP address or a host name, got {bounded_message(repr(host), 80)}")
+    try:  # the web server's own failure is its exit code 3 and a log line that names no option
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise UsageError(f"--host: cannot resolve {host!r}: {exc.strerror or exc}") from None
 
 
 def parse_when(value: str, option: str, *, end_of_day: bool = False) -> datetime:

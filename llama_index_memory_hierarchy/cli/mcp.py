@@ -10,7 +10,13 @@ import signal
 import sys
 from typing import Any
 
-from llama_index_memory_hierarchy.cli._common import Output, UsageError, load_config, resolve_cli_llm
+from llama_index_memory_hierarchy.cli._common import (
+    Output,
+    UsageError,
+    check_bind_address,
+    load_config,
+    resolve_cli_llm,
+)
 
 DEFAULT_PORT = 8765
 
@@ -58,8 +64,7 @@ def run_mcp(args: argparse.Namespace, out: Output) -> int:
             raise UsageError("--user fixes the user of a stdio server; over --http each token names its user")
         if not tokens_file:
             raise UsageError("--http needs --tokens FILE (or LMH_MCP_TOKENS): every request must carry a token")
-        if not 0 < args.port < 65536:
-            raise UsageError(f"--port: must be 1-65535, got {args.port}")
+        check_bind_address(args.host, args.port)
         if not args.path.startswith("/"):
             raise UsageError(f"--path: must start with '/', got {args.path!r}")
     from llama_index_memory_hierarchy.mcp_server.access import (

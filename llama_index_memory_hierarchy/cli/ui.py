@@ -7,7 +7,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from llama_index_memory_hierarchy.cli._common import CLIError, Output, describe_location, load_embeddings, open_memory
+from llama_index_memory_hierarchy.cli._common import (
+    CLIError,
+    Output,
+    check_bind_address,
+    describe_location,
+    load_embeddings,
+    open_memory,
+)
 
 #: The inspector's own session: it never records a turn, so get() there shows only what memory injects.
 UI_SESSION = "lmh-ui"
@@ -81,8 +88,7 @@ def run_ui(args: argparse.Namespace, out: Output) -> int:
         raise CLIError(
             f"lmh ui needs the 'ui' extra ({exc.name} is missing): pip install 'llama-index-memory-hierarchy[ui]'"
         ) from None
-    if not 0 < args.port < 65536:
-        raise CLIError(f"--port: {args.port} is not a port number", code=2)
+    check_bind_address(args.host, args.port)
     secret = given_secret(args, out)
     if args.host not in LOOPBACK:
         out.warn(f"--host {args.host}: the inspector is reachable from other machines, over plain HTTP")

@@ -81,7 +81,10 @@ class MemoryService:
             try:
                 self.warm_up()
             except Exception:  # the first tool call opens the stores again and reports the error to the client
-                logger.exception("opening the stores in the background failed")
+                if self._closed:  # the client left at once (stdin closed): nothing failed, no traceback to show
+                    logger.debug("warm-up stopped: the server is shutting down", exc_info=True)
+                else:
+                    logger.exception("opening the stores in the background failed")
 
         self._warming = threading.Thread(target=warm, name="lmh-mcp-warm-up", daemon=True)
         self._warming.start()

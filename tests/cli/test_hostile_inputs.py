@@ -129,3 +129,26 @@ def test_a_config_file_of_other_keys_names_config(lmh_main: Any, tmp_path: Path)
     other.write_text('{"title": "a graph", "nodes": []}', "utf-8")
     code, stderr = lmh_main("stats", "--config", str(other), "--dir", str(tmp_path / "memory"))
     assert code == 2 and stderr.startswith("lmh: error: --config: ") and "'nodes', 'title'" in stderr, stderr
+
+
+@pytest.mark.parametrize(
+    "host", ['{"a":' * 50 + "1", "a" * 64, "", "no host", "trail-.example", "\x1b[2J", "unresolvable.invalid"]
+)
+@pytest.mark.parametrize("command", ["ui", "mcp"])
+def test_a_host_no_resolver_takes_names_host(lmh_main: Any, tmp_path: Path, command: str, host: str) -> None:
+    """Found by the serving fuzz (``tests/cli/test_fuzz_serving_options.py``): ``lmh ui --host`` of a label over 63
+    characters was an unexpected UnicodeError ('idna' codec) from inside the web server, after the stores opened, and
+    a name that does not resolve was the web server's exit 3, "Name or service not known"."""
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text('{"tokens": [{"token": "alice-token-0123456789", "user": "alice"}]}', "utf-8")
+    serve = ["ui", "--user", "alice"] if command == "ui" else ["mcp", "--http", "--tokens", str(tokens)]
+    code, stderr = lmh_main(*serve, "--host", host, "--port", "8", "--dir", str(tmp_path / "memory"))
+    assert code == 2 and stderr.startswith("lmh: error: --host: "), stderr
+    assert not (tmp_path / "memory").exists()  # found before any store opens
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1", "[::1]", "localhost", "0.0.0.0"])
+def test_an_address_or_host_name_is_a_host(host: str) -> None:
+    from llama_index_memory_hierarchy.cli._common import check_bind_address
+
+    check_bind_address(host, 8770)
