@@ -136,6 +136,9 @@ _ZH_PETS = {
     "鹦鹉": "parrot", "仓鼠": "hamster", "乌龟": "tortoise",
 }  # fmt: skip
 _ZH_NAMING = {"叫", "名叫", "叫做"}
+#: What 让/叫 + person + one of these says is how they feel ("叫我很开心": makes me happy), never a request.
+_ZH_FEELINGS = {"开心", "高兴", "难过", "伤心", "生气", "失望", "感动", "担心", "害怕", "放心", "满意", "头疼", "着急"}
+_ZH_FEELINGS |= {"紧张", "兴奋", "快乐", "幸福", "郁闷", "烦", "痛苦", "舒服", "惊讶", "骄傲", "难受", "后悔", "崩溃"}
 #: Seasons, tagged as time words by jieba: an object only where they end the clause ("我不喜欢冬天").
 _ZH_SEASONS = {"春天", "夏天", "秋天", "冬天", "春季", "夏季", "秋季", "冬季"}
 _ZH_PHRASE_ENDS = {*_ZH_WORK, *_ZH_STUDY, *_ZH_LIVE, *_ZH_JOB, *_ZH_VERB_OBJECTS, "过敏", "出差", "旅游", "旅行"}
@@ -371,7 +374,9 @@ class _ChineseReader:
             return False
         if last.subject != USER_ENTITY or last.object not in _ZH_PETS or words[1][0] in _ZH_PRONOUNS:
             return False
-        if not words[1][1].startswith(("n", "nr", "nz")) or words[1][0] in _ZH_PETS:
+        name, flag = words[1]
+        doubled = flag == "o" and len(name) == 2 and name[0] == name[1]  # jieba tags 咪咪 "o"
+        if not (flag.startswith(("n", "nr", "nz")) or doubled) or name in _ZH_PETS:
             return False
         self._add((words[1][0], "ENTITY"), f"{_ZH_PETS[last.object]}_of", (USER_ENTITY, "PERSON"))
         return True
@@ -445,6 +450,8 @@ class _ChineseReader:
         if birth is not None and not negated and prefix is None:
             self._add(subject, "born_on", (birth[0], "CONCEPT"))
             return
+        if prefix == "asked_to" and (words[i][1] == "d" or words[i][0] in _ZH_FEELINGS):
+            return  # "叫我很开心", "让我难过": a feeling caused, nobody asked to do anything
         if prefix == "asked_to" and words[i][0] in _ZH_HELP and i + 1 < len(words) and _verbal(words[i + 1]):
             i += 1  # "请李娜帮忙订机票": the help is the booking
         if prefix == "asked_to" and words[i][0] == "去" and i + 1 < len(words) and words[i + 1][1] != "ns":

@@ -197,3 +197,17 @@ async def test_chinese_pet_named_in_the_next_clause() -> None:
             ("老王养了一只猫，叫花花。", {("老王", "has", "猫")}),  # not the user's pet: left alone
         ]
     )
+
+
+async def test_chinese_a_causative_of_a_feeling_is_no_request() -> None:
+    """让/叫 + person + how they feel ("…叫我很开心": makes me very happy) asks nobody to do anything."""
+    await check(
+        [
+            ("我养了一只猫，叫我很开心。", {("User", "has", "猫")}),  # was User asked_to_drive 心
+            ("我养了一只猫，叫咪咪。", {("User", "has", "猫"), ("咪咪", "cat_of", "User")}),
+            ("这份工作让我非常失望。", set()),
+            ("下雨天让我难过。", set()),
+            ("我养了一只猫，叫喵喵。", {("User", "has", "猫")}),  # the sound it makes
+            ("老板让我整理会议记录。", {("User", "asked_to_organize", "会议记录")}),  # a real request still is one
+        ]
+    )
