@@ -6,7 +6,8 @@ stderr, and never a message that echoes a 100,000-character value whole.
 Run through ``main`` in this process on the hashing embedding, from a scratch working folder. The fast variant
 feeds each option a few values in turn; the long ones (``--run-slow``) every value to every option, and 400 values
 Hypothesis draws (any text, huge numbers and ages, times, deep JSON) to drawn options. The serving
-and interactive commands (``chat``, ``demo``, ``mcp``, ``ui``) are left out: a value they accept starts a server.
+and interactive commands (``chat``, ``demo``, ``mcp``, ``ui``, ``migrate``) run as subprocesses, in
+``test_fuzz_serving_options.py``: a value they accept starts a server.
 """
 
 from __future__ import annotations
