@@ -36,8 +36,8 @@ bumps of a search (``stores.access``) are written in the background and read by 
 
 The parts: ``candidate`` (a candidate and what ranking reads from its text), ``keyword`` (term weights),
 ``conversation_rules`` (a reply owns the question it answers), ``evidence`` (tier evidence), ``floor``
-(the relevance floor), ``conversation_query`` (the query of small talk); the query's analysis, the candidate
-reads and the composition with explanations are here.
+(the relevance floor), ``conversation_query`` (the query of small talk), ``query`` (the query's analysis); the
+candidate reads and the composition with explanations are here.
 """
 
 from __future__ import annotations
@@ -46,39 +46,17 @@ import asyncio
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Protocol
 
 import numpy as np
 
-from llama_index_memory_hierarchy.calibration import SimilarityCalibration, acalibration, group_of
+from llama_index_memory_hierarchy.calibration import SimilarityCalibration, acalibration
 from llama_index_memory_hierarchy.config import MemoryConfig
 from llama_index_memory_hierarchy.errors import MemoryValidationError
 from llama_index_memory_hierarchy.instrumentation import traced
-from llama_index_memory_hierarchy.language import (
-    TimeHint,
-    asks,
-    asks_to_recall,
-    named_chat_party,
-    query_stopwords,
-)
 from llama_index_memory_hierarchy.ranking.fusion import recency
-from llama_index_memory_hierarchy.ranking.pipeline import (
-    entity_boost,
-    extract_time_hints,
-    has_temporal_intent,
-    keyword_terms,
-    mentioned_names,
-    time_score,
-)
-from llama_index_memory_hierarchy.ranking.selection import (
-    Choice,
-    information_words,
-    is_content_free,
-    select,
-    slot_score,
-)
+from llama_index_memory_hierarchy.ranking.pipeline import entity_boost, mentioned_names, time_score
+from llama_index_memory_hierarchy.ranking.selection import Choice, is_content_free, select, slot_score
 from llama_index_memory_hierarchy.ranking.settings import RankingSettings, ranking_settings
 from llama_index_memory_hierarchy.retrieval.candidate import Candidate, sources_of
 from llama_index_memory_hierarchy.retrieval.conversation_query import (
@@ -91,10 +69,10 @@ from llama_index_memory_hierarchy.retrieval.conversation_rules import answered_t
 from llama_index_memory_hierarchy.retrieval.evidence import procedural, tier_evidence
 from llama_index_memory_hierarchy.retrieval.floor import aprepare, relevant, standing_of
 from llama_index_memory_hierarchy.retrieval.keyword import term_weights
+from llama_index_memory_hierarchy.retrieval.query import Query
 from llama_index_memory_hierarchy.runtime import Runtime, RuntimeBound
 from llama_index_memory_hierarchy.stores.base import MEMORY_NAMESPACE
 from llama_index_memory_hierarchy.stores.context import StoreContext
-from llama_index_memory_hierarchy.text import index_terms, keyword_tokens
 from llama_index_memory_hierarchy.tiers.perceptual import PerceptualMemory
 from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory
 from llama_index_memory_hierarchy.tiers.tierset import TierSet
@@ -105,7 +83,6 @@ from llama_index_memory_hierarchy.types import (
     MemoryItem,
     MemoryType,
     matches,
-    utcnow,
     validate_content,
     validate_positive_int,
 )
@@ -164,51 +141,11 @@ SIGNALS = (
 # candidates (inverse document frequency, as BM25 weighs it).
 
 
-@dataclass(frozen=True)
-class _Query:
-    """What ranking reads from the query text alone: worked out while the model embeds it."""
-
-    text: str
-    context: str  # the text whose people and dates count: the input's, with the recent turns' for small talk
-    now: datetime
-    party: str | None  # the chat party it names by pronoun (``named_chat_party``)
-    hints: list[TimeHint]
-    temporal: bool  # it asks *when*
-    chat: bool  # a turn of a conversation that asks nothing (small talk: ``RankingSettings.chat_keyword_weight``)
-    words: frozenset[str]  # its content words (none for a content-free query: "好的", "ok")
-    recall: bool  # it asks for what the user told in general ("what did I tell you earlier?": ``asks_to_recall``)
-    group: str  # its calibration group
-    keywords: str  # what the keyword search looks for (``keyword_terms``)
-    terms: frozenset[str]  # its keyword index terms
-    vector: list[np.ndarray] = field(default_factory=list, compare=False)  # its embedding, once it is there
-
-    @classmethod
-    def of(cls, text: str, context: str | None = None, *, in_conversation: bool = False) -> _Query:
-        now = utcnow()
-        context = context or text
-        words = information_words(keyword_tokens(text), query_stopwords())
-        keywords = " ".join(keyword_terms(text))
-        return cls(
-            text=text,
-            context=context,
-            now=now,
-            party=named_chat_party(text),
-            hints=extract_time_hints(context, now),
-            temporal=has_temporal_intent(text),
-            chat=in_conversation and not asks(text),
-            words=frozenset() if is_content_free(words, matched_query=False) else words,
-            recall=asks_to_recall(text),
-            group=group_of(text),
-            keywords=keywords,
-            terms=frozenset(index_terms(keywords)),
-        )
-
-
 def admit(
     item: MemoryItem,
     vector: np.ndarray | None,
     indexed: str,
-    query: _Query,
+    query: Query,
     config: MemoryConfig,
     settings: RankingSettings,
 ) -> Candidate:
@@ -320,7 +257,7 @@ class CrossTierSearch(RuntimeBound):
         include_history: bool,
         settings: RankingSettings,
         conversation: Sequence[str] = (),
-    ) -> tuple[dict[str, Candidate], _Query]:
+    ) -> tuple[dict[str, Candidate], Query]:
         """Every candidate of the requested tiers, by id, with its raw signals, and the query's analysis.
 
         The query is embedded while it is analysed, the keyword search runs and its hits are read and
@@ -337,7 +274,7 @@ class CrossTierSearch(RuntimeBound):
         embedding = context.embeddings.start_query(query)  # first: what follows runs beside the model
         turns = recent_turns(conversation, query, settings)  # what the conversation is about (small talk)
         turn_embeddings = [context.embeddings.start_query(turn) for turn in turns]  # cached: earlier get() inputs
-        asked = _Query.of(query, conversation_text(query, turns) if turns else None, in_conversation=bool(conversation))
+        asked = Query.of(query, conversation_text(query, turns) if turns else None, in_conversation=bool(conversation))
         working = memory.working.entries(flt) if MemoryType.WORKING in types else []
 
         async def admitted(ids: Sequence[str]) -> list[Candidate]:
@@ -455,7 +392,7 @@ class CrossTierSearch(RuntimeBound):
     # ------------------------------------------------------------------ scoring
     def _score(
         self,
-        query: _Query,
+        query: Query,
         candidates: list[Candidate],
         limit: int,
         calibration: SimilarityCalibration,
