@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
 #: Layers from the ground up; a module may import its own layer and the layers below it.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"errors", "version", "runtime", "types"}),
+    ("foundation", {"errors", "version", "runtime", "types", "durability"}),
     ("language", {"text", "language", "config", "messages", "turns", "llms", "extraction", "graph_export"}),
     ("services", {"embeddings", "calibration", "instrumentation", "perception"}),
     ("stores", {"stores"}),

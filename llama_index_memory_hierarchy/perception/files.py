@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
+from llama_index_memory_hierarchy.durability import fsync_dir
 from llama_index_memory_hierarchy.errors import MemoryValidationError, StoreError
 from llama_index_memory_hierarchy.perception.media import HEAD_BYTES, normalise_extension
 from llama_index_memory_hierarchy.types import validate_identifier
@@ -298,7 +299,7 @@ class FileStore:
             else:
                 os.replace(staged.temp_path, final)
                 staged.temp_path = None
-                _fsync_dir(final.parent)
+                fsync_dir(final.parent)
         except OSError as exc:
             self.discard(staged)
             raise StoreError(f"cannot store file under {self.root}: {exc}") from exc
@@ -412,17 +413,3 @@ def _try_hold(fd: int) -> bool:
 def _stream_name(stream: Any) -> str | None:
     name = getattr(stream, "name", None)
     return os.path.basename(name) if isinstance(name, str) else None
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make a rename durable (POSIX); a no-op where directories cannot be opened."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -25,6 +25,8 @@ import os
 import shutil
 from pathlib import Path
 
+from llama_index_memory_hierarchy.durability import fsync_dir
+
 logger = logging.getLogger(__name__)
 
 _NEW, _OLD = ".new", ".old"
@@ -43,7 +45,7 @@ def switch_in(folder: Path, staging: Path) -> None:
     shutil.rmtree(retired, ignore_errors=True)
     os.rename(folder, retired)
     os.rename(staging, folder)
-    _sync_dir(folder.parent)
+    fsync_dir(folder.parent)
     shutil.rmtree(retired)
 
 
@@ -60,7 +62,7 @@ def recover_rebuild(folder: Path) -> None:
         elif retired.is_dir():
             os.rename(retired, folder)
             logger.warning("vector folder %s: put back as it was before an interrupted rebuild", folder)
-        _sync_dir(folder.parent)
+        fsync_dir(folder.parent)
     for leftover in (staging, retired):
         if leftover.exists():
             shutil.rmtree(leftover)
@@ -79,17 +81,3 @@ def recover_rebuilds(root: Path) -> None:
     for space in sorted(spaces):
         if space:
             recover_rebuild(root / space)
-
-
-def _sync_dir(folder: Path) -> None:
-    """Make the renames in ``folder`` durable (a directory fsync; not every OS allows it)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
