@@ -60,6 +60,22 @@ def user_turns(dialogue: dict[str, Any]) -> list[str]:
     return [t["text"] for t in dialogue["turns"] if t["role"] == "user"]
 
 
+def past_events(user: dict[str, Any]) -> list[Any]:
+    """The user's archive as memories: each event a user turn of its own past session, tagged with its id."""
+    from llama_index_memory_hierarchy.types import MemoryItem
+
+    return [
+        MemoryItem.create(
+            content=e["text"],
+            user_id=user["user"],
+            session_id=f"past-{e['id']}",
+            timestamp=datetime.fromisoformat(e["date"]),
+            metadata={"role": "user", "event": e["id"]},
+        )
+        for e in user["events"]
+    ]
+
+
 class Keyword:
     """BM25 over the library's keyword tokens (jieba words for Chinese), English stopwords removed."""
 
@@ -103,7 +119,6 @@ def hierarchy_runs(
     from llama_index.core.llms import ChatMessage, MessageRole
 
     from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
-    from llama_index_memory_hierarchy.types import MemoryItem
 
     by_text = {e["text"]: e["id"] for e in user["events"]}
     last = user_turns(dialogue)[-1]
@@ -113,18 +128,7 @@ def hierarchy_runs(
     with HierarchicalMemory.from_defaults(
         user_id=user["user"], session_id="now", persist_dir=folder, embed_model=embed_model
     ) as memory:
-        memory.episodic.add_many(
-            [
-                MemoryItem.create(
-                    content=e["text"],
-                    user_id=user["user"],
-                    session_id=f"past-{e['id']}",
-                    timestamp=datetime.fromisoformat(e["date"]),
-                    metadata={"role": "user", "event": e["id"]},
-                )
-                for e in user["events"]
-            ]
-        )
+        memory.episodic.add_many(past_events(user))
         role = {"user": MessageRole.USER, "assistant": MessageRole.ASSISTANT}
         memory.put_messages([ChatMessage(role=role[t["role"]], content=t["text"]) for t in dialogue["turns"]])
         found = memory.episodic.retrieve(last, limit=max(KS) + len(dialogue["turns"]))

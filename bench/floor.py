@@ -23,14 +23,13 @@ import logging
 import os
 import sys
 import tempfile
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-from conversation import load  # noqa: E402
+from conversation import load, past_events  # noqa: E402
 
 logger = logging.getLogger("bench.floor")
 
@@ -42,22 +41,10 @@ def run_user(user: dict[str, Any], queries: list[str], rates: list[float], folde
     from llama_index_memory_hierarchy.hierarchy import HierarchicalMemory
     from llama_index_memory_hierarchy.messages import MEMORY_HEADER
     from llama_index_memory_hierarchy.ranking.settings import RankingSettings
-    from llama_index_memory_hierarchy.types import MemoryItem
 
     empty: dict[str, list[bool]] = {}
     with HierarchicalMemory.from_defaults(user_id=user["user"], session_id="now", persist_dir=str(folder)) as memory:
-        memory.episodic.add_many(
-            [
-                MemoryItem.create(
-                    content=e["text"],
-                    user_id=user["user"],
-                    session_id=f"past-{e['id']}",
-                    timestamp=datetime.fromisoformat(e["date"]),
-                    metadata={"role": "user"},
-                )
-                for e in user["events"]
-            ]
-        )
+        memory.episodic.add_many(past_events(user))
         default = RankingSettings.preset("default")
         for rate in rates:
             settings = default.but(floor_false_positive_rate=rate)
