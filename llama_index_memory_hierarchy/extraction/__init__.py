@@ -44,7 +44,7 @@ from llama_index_memory_hierarchy.extraction.base import (
     Extractor,
     clean_name,
 )
-from llama_index_memory_hierarchy.extraction.chinese import ZH_RELATIONS, ZH_VERBS
+from llama_index_memory_hierarchy.extraction.chinese_lexicon import ZH_RELATIONS, ZH_VERBS
 from llama_index_memory_hierarchy.extraction.english import SPACY_MODELS, load_spacy
 from llama_index_memory_hierarchy.extraction.llm import EXTRACTION_PROMPT, LLMExtractor, default_extractor, grounded
 from llama_index_memory_hierarchy.extraction.offline import OfflineExtractor, is_noun, noun_words

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import logging
 import re
-import threading
 from typing import Any
 
 from llama_index_memory_hierarchy.extraction.base import (
@@ -13,6 +11,43 @@ from llama_index_memory_hierarchy.extraction.base import (
     Extraction,
     make_fact,
     unique_facts,
+)
+from llama_index_memory_hierarchy.extraction.chinese_lexicon import (
+    JIEBA_TYPES,
+    ZH_ATTRIBUTES,
+    ZH_CONDITIONS,
+    ZH_CONTROL,
+    ZH_DATE_WORDS,
+    ZH_DIETS,
+    ZH_FEELINGS,
+    ZH_HAVE_ADVERBS,
+    ZH_HEDGES,
+    ZH_HELP,
+    ZH_HOMETOWN,
+    ZH_JOB,
+    ZH_KIN,
+    ZH_LANGUAGE,
+    ZH_LIVE,
+    ZH_MODIFIER_FLAGS,
+    ZH_MOVE,
+    ZH_NAMING,
+    ZH_NEGATIONS,
+    ZH_NO_LONGER,
+    ZH_NOUNISH,
+    ZH_PETS,
+    ZH_PHRASE_ENDS,
+    ZH_PRONOUNS,
+    ZH_RELATIONS,
+    ZH_REQUESTS,
+    ZH_SEASONS,
+    ZH_SKIP_FLAGS,
+    ZH_SPEAK,
+    ZH_STUDY,
+    ZH_USER,
+    ZH_VERB_OBJECTS,
+    ZH_VERBS,
+    ZH_WORK,
+    posseg,
 )
 from llama_index_memory_hierarchy.extraction.relations import (
     NAME_PREDICATE,
@@ -24,156 +59,14 @@ from llama_index_memory_hierarchy.extraction.relations import (
     negate_predicate,
     normalize_predicate,
 )
-from llama_index_memory_hierarchy.language import (
-    FIRST_PERSON,
-    FIRST_PERSON_PLURAL,
-    HAN_CHAR,
-    SECOND_PERSON,
-    THIRD_PERSON,
-    split_sentences,
-)
-
-_JIEBA_TYPES = {"nr": "PERSON", "nrt": "PERSON", "nrfg": "PERSON", "ns": "PLACE", "nt": "ORG", "nz": "ENTITY"}
-_jieba_ready = threading.Lock()
-_jieba_pseg: Any = None
-
-#: Chinese relation verbs and the canonical predicate each states (explicit data, as in English).
-ZH_VERBS: dict[str, str] = {
-    "喜欢": "likes", "喜爱": "likes", "爱": "loves", "热爱": "loves", "爱好": "likes", "讨厌": "dislikes",
-    "恨": "hates", "偏爱": "prefers", "更喜欢": "prefers", "有": "has", "养": "has", "拥有": "has",
-    "喝": "drinks", "吃": "eats", "说": "speaks", "讲": "speaks", "会说": "speaks", "学": "learns",
-    "学习": "learns", "用": "uses", "使用": "uses", "开": "drives", "弹": "plays", "打": "plays", "踢": "plays",
-    "玩": "plays", "读": "reads", "看": "watches", "写": "writes", "认识": "knows", "研究": "studies",
-    "教": "teaches", "管理": "manages", "负责": "is_responsible_for", "养成": "has", "穿": "wears",
-    "抽": "smokes", "听": "listens_to", "信仰": "believes_in", "支持": "supports", "关注": "follows",
-    "做": "does", "修": "fixes", "修复": "fixes", "完成": "finishes", "准备": "prepares", "整理": "organizes",
-    "自动化": "automates", "发": "sends", "联系": "contacts", "检查": "checks", "更新": "updates",
-    "订": "books", "预订": "books", "买": "buys", "卖": "sells", "去": "goes_to", "访问": "visits",
-    "参加": "attends", "骑": "rides", "练": "practices", "练习": "practices", "收集": "collects",
-    "嫁给": "married_to", "娶": "married_to", "照顾": "takes_care_of", "经营": "runs", "创办": "founded",
-    "打扫": "cleans", "收拾": "tidies", "清洗": "cleans",
-}  # fmt: skip
-#: Relatives a fact can be about without their name ("我妹妹住在成都" -> User sister_lives_in 成都).
-_ZH_KIN = {
-    "妈妈": "mother", "母亲": "mother", "爸爸": "father", "父亲": "father", "父母": "parents", "哥哥": "brother",
-    "弟弟": "brother", "姐姐": "sister", "妹妹": "sister", "儿子": "son", "女儿": "daughter", "妻子": "wife",
-    "老婆": "wife", "太太": "wife", "丈夫": "husband", "老公": "husband", "孩子": "children", "爷爷": "grandfather",
-    "奶奶": "grandmother", "外公": "grandfather", "外婆": "grandmother",
-}  # fmt: skip
-#: The user named in the third person (an MCP client or agent writes "用户住在北京").
-_ZH_USER = {"我", "用户", "该用户"}
-#: Verbs of speaking state a language only when their object is one ("会说日语", not "说你好").
-_ZH_SPEAK = {"speaks"}
-_ZH_LANGUAGE = re.compile(r"(?:语|文|话)$")
-_ZH_DATE_WORDS = {"年", "月", "日", "号"}
-#: Chinese relation nouns ("我妹妹小红" -> 小红 sister_of User).
-ZH_RELATIONS: dict[str, str] = {
-    "妻子": "spouse", "老婆": "spouse", "太太": "spouse", "丈夫": "spouse", "老公": "spouse", "爱人": "spouse",
-    "妈妈": "mother_of", "母亲": "mother_of", "爸爸": "father_of", "父亲": "father_of", "哥哥": "brother_of",
-    "弟弟": "brother_of", "姐姐": "sister_of", "妹妹": "sister_of", "儿子": "son_of", "女儿": "daughter_of",
-    "同事": "colleague_of", "朋友": "friend_of", "好朋友": "friend_of", "老板": "boss_of", "经理": "manager_of",
-    "领导": "boss_of", "上司": "boss_of", "老师": "teacher_of", "室友": "roommate_of", "男朋友": "boyfriend_of",
-    "女朋友": "girlfriend_of", "邻居": "neighbor_of", "同学": "classmate_of", "医生": "doctor_of",
-    "导师": "advisor_of", "客户": "client_of", "助理": "assistant_of", "表哥": "cousin_of", "表妹": "cousin_of",
-    "堂哥": "cousin_of", "爷爷": "grandfather_of", "奶奶": "grandmother_of", "外婆": "grandmother_of",
-    "外公": "grandfather_of", "孩子": "child_of", "未婚妻": "fiancee_of", "未婚夫": "fiance_of",
-    "父母": "parent_of",
-}  # fmt: skip
-#: Words that begin with 有 without stating a possession (degree, time, availability).
-_ZH_HAVE_ADVERBS = ("有点", "有些", "有时", "有的", "有空", "有事", "有一点")
-#: Nouns of the place one comes from ("我老家在长沙" -> hometown 长沙).
-_ZH_HOMETOWN = {"老家", "家乡", "故乡"}
-_ZH_ATTRIBUTES = {
-    "名字": NAME_PREDICATE,
-    "生日": "birthday",
-    "职业": "works_as",
-    "工作": "works_as",
-    "家乡": "hometown",
-}
-_ZH_NEGATIONS = {
-    "不",
-    "没",
-    "没有",
-    "从不",
-    "从来不",
-    "从没",
-    "从没有",
-    "从来没有",
-    "不再",
-    "再也不",
-    "别",
-    "未",
-    "不会",
-}
-#: Verb-object compounds with the relation they state of their indirect object ("给客户发邮件" -> emails 客户).
-_ZH_VERB_OBJECTS = {
-    "发邮件": "emails",
-    "打电话": "calls",
-    "写信": "writes_to",
-    "发消息": "messages",
-    "回复": "replies_to",
-}
-#: Diets jieba reads as one word ("我吃素": the user is vegetarian), and what each says the user is.
-_ZH_DIETS = {"吃素": "素食者", "吃斋": "素食者", "茹素": "素食者", "吃全素": "纯素食者"}
-_ZH_NO_LONGER = {"不再", "再也不", "已经不"}
-_ZH_HEDGES = {"可能", "也许", "大概", "好像", "或许", "估计", "似乎", "应该", "觉得", "认为", "猜", "听说"}
-_ZH_CONDITIONS = ("如果", "要是", "假如", "万一", "的话", "假设", "除非")
-_ZH_REQUESTS = {"让", "叫", "要求", "请", "吩咐", "嘱咐", "命令", "派", "安排", "交代", "托"}
-_ZH_CONTROL = {
-    "想": "wants_to", "想要": "wants_to", "要": "plans_to", "打算": "plans_to", "计划": "plans_to",
-    "准备": "plans_to", "希望": "hopes_to", "决定": "plans_to", "将": "plans_to", "将要": "plans_to",
-}  # fmt: skip
-_ZH_WORK = {"工作", "上班", "任职", "实习", "就职"}
-_ZH_STUDY = {"读书", "上学", "读", "念书", "学习", "读大学", "上大学", "留学"}
-_ZH_LIVE = {"住在", "生活在", "定居在", "居住在", "住", "居住", "生活", "定居"}
-_ZH_MOVE = {"搬到", "搬去", "搬家到", "移居", "搬到了"}
-_ZH_JOB = {"当", "做", "担任", "从事"}
-#: Fillers between a request and what is asked ("请李娜帮忙订机票").
-_ZH_HELP = {"帮忙", "帮", "帮我", "去"}
-#: Pets a following "叫X" clause names ("我养了一只猫，叫年糕" -> 年糕 cat_of User), as the English path does.
-_ZH_PETS = {
-    "猫": "cat", "小猫": "cat", "猫咪": "cat", "狗": "dog", "小狗": "dog", "狗狗": "dog", "兔子": "rabbit",
-    "鹦鹉": "parrot", "仓鼠": "hamster", "乌龟": "tortoise",
-}  # fmt: skip
-_ZH_NAMING = {"叫", "名叫", "叫做"}
-#: What 让/叫 + person + one of these says is how they feel ("叫我很开心": makes me happy), never a request.
-_ZH_FEELINGS = {"开心", "高兴", "难过", "伤心", "生气", "失望", "感动", "担心", "害怕", "放心", "满意", "头疼", "着急"}
-_ZH_FEELINGS |= {"紧张", "兴奋", "快乐", "幸福", "郁闷", "烦", "痛苦", "舒服", "惊讶", "骄傲", "难受", "后悔", "崩溃"}
-#: Seasons, tagged as time words by jieba: an object only where they end the clause ("我不喜欢冬天").
-_ZH_SEASONS = {"春天", "夏天", "秋天", "冬天", "春季", "夏季", "秋季", "冬季"}
-_ZH_PHRASE_ENDS = {*_ZH_WORK, *_ZH_STUDY, *_ZH_LIVE, *_ZH_JOB, *_ZH_VERB_OBJECTS, "过敏", "出差", "旅游", "旅行"}
-_ZH_NOUNISH = ("n", "eng", "vn", "an", "j", "l")
-#: Pronouns and demonstratives: never part of a noun phrase.
-_ZH_PRONOUNS = FIRST_PERSON | FIRST_PERSON_PLURAL | SECOND_PERSON | THIRD_PERSON | {"它", "这", "那", "这个", "那个"}
-_ZH_SKIP_FLAGS = ("ul", "uz", "ug", "m", "q", "mq", "u")
-_ZH_MODIFIER_FLAGS = ("d", "t", "f", "tg", "dg", "c")
-
-
-def posseg() -> Any:
-    """A private jieba POS tokenizer (its dictionary is not shared with other users of jieba)."""
-    global _jieba_pseg
-    if _jieba_pseg is None:
-        with _jieba_ready:
-            if _jieba_pseg is None:
-                import jieba
-                import jieba.posseg as pseg
-
-                jieba.setLogLevel(logging.ERROR)
-                tokenizer = jieba.Tokenizer()
-                tokenizer.initialize()
-                for word, tag in [*((w, "v") for w in ZH_VERBS), *((w, "n") for w in ZH_RELATIONS)]:
-                    tokenizer.add_word(word, tag=tag)
-                for word in ("过敏", "不再", "再也不", "已经不"):
-                    tokenizer.add_word(word, tag="d" if word != "过敏" else "v")
-                _jieba_pseg = pseg.POSTokenizer(tokenizer)
-    return _jieba_pseg
+from llama_index_memory_hierarchy.language import HAN_CHAR, THIRD_PERSON, split_sentences
 
 
 def _verb_object(word: str, flag: str) -> bool:
     """ "喝酒", "弹钢琴": a relation verb and its object written as one word (not "学生", "打算")."""
-    if word in ZH_VERBS or word in _ZH_CONTROL or word in _ZH_REQUESTS or word in ZH_RELATIONS or len(word) < 2:
+    if word in ZH_VERBS or word in ZH_CONTROL or word in ZH_REQUESTS or word in ZH_RELATIONS or len(word) < 2:
         return False
-    if word.startswith(_ZH_HAVE_ADVERBS):  # "有点累", "有空": "a bit tired", "free", nothing owned
+    if word.startswith(ZH_HAVE_ADVERBS):  # "有点累", "有空": "a bit tired", "free", nothing owned
         return False
     return word[0] in ZH_VERBS and (flag.startswith("v") or len(word) > 2)
 
@@ -199,7 +92,7 @@ class _ChineseReader:
         for sentence in split_sentences(text, semicolons=True):
             if not HAN_CHAR.search(sentence) or self._skip_sentence(sentence):
                 continue
-            self.reported = any(user in sentence for user in _ZH_USER - {"我"})
+            self.reported = any(user in sentence for user in ZH_USER - {"我"})
             subject: tuple[str, str] | None = None
             for clause in re.split(r"[，,：:。！!；;\n]+|但是|所以|而且|因为|不过", sentence):
                 words = self._words(clause)
@@ -214,7 +107,7 @@ class _ChineseReader:
             "?" in sentence
             or "？" in sentence
             or stripped.endswith(("吗", "呢", "吧"))
-            or any(c in sentence for c in _ZH_CONDITIONS)
+            or any(c in sentence for c in ZH_CONDITIONS)
         )
 
     def _words(self, clause: str) -> list[tuple[str, str]]:
@@ -226,7 +119,7 @@ class _ChineseReader:
             if len(word) > 1 and word[0] == "我" and flag != "r":  # "我会" tagged as one noun
                 words += [("我", "r"), (word[1:], "v" if word[1:] in ZH_VERBS or word[1:] == "会" else flag)]
                 continue
-            if len(word) > 1 and word[0] in "不没" and (word[1:] in ZH_VERBS or word[1:] in _ZH_LIVE):  # "不吃"
+            if len(word) > 1 and word[0] in "不没" and (word[1:] in ZH_VERBS or word[1:] in ZH_LIVE):  # "不吃"
                 words += [(word[0], "d"), (word[1:], "v")]
                 continue
             if flag in {"nr", "nrt"} and len(word) == 1 and words and words[-1][0] in {"小", "老"}:  # "小王"
@@ -234,8 +127,8 @@ class _ChineseReader:
             if flag in {"nr", "nrt"} and len(word) == 2 and word[1] in ZH_VERBS and words and words[-1][0] in "小老":
                 words += [(words.pop()[0] + word[0], "nr"), (word[1], "v")]  # "小刘修电脑", read as 小 + 刘修
                 continue
-            if flag in _JIEBA_TYPES and len(word) > 1:
-                self.entities.setdefault(word, ExtractedEntity(name=word, type=_JIEBA_TYPES[flag]))
+            if flag in JIEBA_TYPES and len(word) > 1:
+                self.entities.setdefault(word, ExtractedEntity(name=word, type=JIEBA_TYPES[flag]))
             if word in ZH_VERBS and not flag.startswith(("nr", "ns", "nt")):
                 flag = "v"
             words.append((word, flag))
@@ -243,14 +136,14 @@ class _ChineseReader:
 
     # ------------------------------------------------------------------ pieces
     def _person(self, word: str, flag: str) -> tuple[str, str] | None:
-        if word in _ZH_USER:
+        if word in ZH_USER:
             return None if word == "我" and self.reported else (USER_ENTITY, "PERSON")
         if word in THIRD_PERSON:
             return (self.people[-1], "PERSON") if len(set(self.people)) == 1 else None
         if flag in {"nr", "nrt", "nrfg"} and len(word) > 1:
             return word, "PERSON"
         if flag in {"nt", "nz", "ns"} and len(word) > 1:
-            return word, _JIEBA_TYPES[flag]
+            return word, JIEBA_TYPES[flag]
         return None
 
     def _subject(self, words: list[tuple[str, str]]) -> tuple[tuple[str, str] | None, int]:
@@ -290,7 +183,7 @@ class _ChineseReader:
 
         A phrase ends at a verb, including nominal verbs of work, study and living ("在谷歌工作")."""
         i = start
-        while i < len(words) and words[i][1].startswith(_ZH_SKIP_FLAGS) and words[i][0] != "的":
+        while i < len(words) and words[i][1].startswith(ZH_SKIP_FLAGS) and words[i][0] != "的":
             i += 1
         if i < len(words) and words[i][0] == "我" and i + 1 < len(words) and words[i + 1][0] == "的":
             i += 2
@@ -300,13 +193,13 @@ class _ChineseReader:
             if word == "的" and end > begin and end + 1 < len(words):
                 end += 1
                 continue
-            if word in _ZH_PHRASE_ENDS:
+            if word in ZH_PHRASE_ENDS:
                 break
             last = end + 1 == len(words) or words[end + 1][1] == "x"
             if (
-                (flag.startswith(_ZH_NOUNISH) or flag in {"nr", "ns", "nt", "nz", "b", "a", "r"})
-                and not (flag == "r" and word in _ZH_PRONOUNS)
-            ) or (word in _ZH_SEASONS and last):
+                (flag.startswith(ZH_NOUNISH) or flag in {"nr", "ns", "nt", "nz", "b", "a", "r"})
+                and not (flag == "r" and word in ZH_PRONOUNS)
+            ) or (word in ZH_SEASONS and last):
                 end += 1
                 continue
             break
@@ -322,9 +215,9 @@ class _ChineseReader:
         flags = {f for _, f in words[begin:end]}
         kind = "CONCEPT"
         if end - begin == 1:
-            kind = _JIEBA_TYPES.get(words[begin][1], "CONCEPT")
+            kind = JIEBA_TYPES.get(words[begin][1], "CONCEPT")
         if text in {"东西", "事情", "事", "时间", "今天", "明天", "昨天"} or (
-            flags <= {"t"} and text not in _ZH_SEASONS
+            flags <= {"t"} and text not in ZH_SEASONS
         ):
             return None, start
         return (text, kind), end
@@ -346,7 +239,7 @@ class _ChineseReader:
         if subject is None and self._pet_name(words):
             return None
         if subject is None:
-            request = next((k for k, (w, _) in enumerate(words) if w in _ZH_REQUESTS), None)
+            request = next((k for k, (w, _) in enumerate(words) if w in ZH_REQUESTS), None)
             if request is not None and request + 1 < len(words):  # "老板让我整理会议记录": whoever asks
                 agent = self._person(*words[request + 1])
                 if agent is not None:
@@ -361,7 +254,7 @@ class _ChineseReader:
             subject, i = inherited, 0
             if subject is None:
                 return None
-        if words[0][0] in _ZH_USER and len(words) > 2 and words[1][0] == "的" and words[2][0] in _ZH_ATTRIBUTES:
+        if words[0][0] in ZH_USER and len(words) > 2 and words[1][0] == "的" and words[2][0] in ZH_ATTRIBUTES:
             self._attribute(words[2][0], words[3:])
             return subject
         self._predicate(subject, words, i, negated=False, prefix=None)
@@ -370,25 +263,25 @@ class _ChineseReader:
     def _pet_name(self, words: list[tuple[str, str]]) -> bool:
         """ "…养了一只猫，叫年糕": a clause of just "叫" and a name right after the user's pet."""
         last = self.facts[-1] if self.facts else None
-        if len(words) != 2 or words[0][0] not in _ZH_NAMING or last is None or last.predicate != "has":
+        if len(words) != 2 or words[0][0] not in ZH_NAMING or last is None or last.predicate != "has":
             return False
-        if last.subject != USER_ENTITY or last.object not in _ZH_PETS or words[1][0] in _ZH_PRONOUNS:
+        if last.subject != USER_ENTITY or last.object not in ZH_PETS or words[1][0] in ZH_PRONOUNS:
             return False
         name, flag = words[1]
         doubled = flag == "o" and len(name) == 2 and name[0] == name[1]  # jieba tags 咪咪 "o"
-        if not (flag.startswith(("n", "nr", "nz")) or doubled) or name in _ZH_PETS:
+        if not (flag.startswith(("n", "nr", "nz")) or doubled) or name in ZH_PETS:
             return False
-        self._add((words[1][0], "ENTITY"), f"{_ZH_PETS[last.object]}_of", (USER_ENTITY, "PERSON"))
+        self._add((words[1][0], "ENTITY"), f"{ZH_PETS[last.object]}_of", (USER_ENTITY, "PERSON"))
         return True
 
     @staticmethod
     def _kin(words: list[tuple[str, str]]) -> tuple[str, int] | None:
         """ "我妹妹…", "用户的女儿…", "妹妹…" (a bare kin word is the speaker's): the role, where the clause goes on."""
-        j = 1 if words[0][0] in _ZH_USER else 0
+        j = 1 if words[0][0] in ZH_USER else 0
         j += 1 if j and j < len(words) and words[j][0] == "的" else 0
-        if j >= len(words) - 1 or words[j][0] not in _ZH_KIN:
+        if j >= len(words) - 1 or words[j][0] not in ZH_KIN:
             return None
-        return _ZH_KIN[words[j][0]], j + 1
+        return ZH_KIN[words[j][0]], j + 1
 
     def _kin_clause(self, words: list[tuple[str, str]], role: str, start: int) -> None:
         """A relative without a name: the fact is the user's, its predicate prefixed with the role (not negated)."""
@@ -405,7 +298,7 @@ class _ChineseReader:
     def _date(words: list[tuple[str, str]], start: int) -> tuple[str, int] | None:
         """ "2019年5月3日出生": the date a birth is given with, and where 出生 is."""
         end = start
-        while end < len(words) and (words[end][1] in {"m", "t", "mq"} or words[end][0] in _ZH_DATE_WORDS):
+        while end < len(words) and (words[end][1] in {"m", "t", "mq"} or words[end][0] in ZH_DATE_WORDS):
             end += 1
         if end == start or end >= len(words) or words[end][0] not in {"出生", "生"}:
             return None
@@ -418,27 +311,27 @@ class _ChineseReader:
             return
         value = "".join(w for w, _ in rest[1:]).strip()
         if value:
-            kind = "PERSON" if _ZH_ATTRIBUTES[noun] == NAME_PREDICATE else "CONCEPT"
-            self._add((USER_ENTITY, "PERSON"), _ZH_ATTRIBUTES[noun], (value, kind))
+            kind = "PERSON" if ZH_ATTRIBUTES[noun] == NAME_PREDICATE else "CONCEPT"
+            self._add((USER_ENTITY, "PERSON"), ZH_ATTRIBUTES[noun], (value, kind))
 
     def _predicate(
         self, subject: tuple[str, str], words: list[tuple[str, str]], i: int, *, negated: bool, prefix: str | None
     ) -> None:
         while i < len(words):
             word, flag = words[i]
-            if word in _ZH_HEDGES:
+            if word in ZH_HEDGES:
                 return
-            if word in _ZH_NEGATIONS or word in _ZH_NO_LONGER or (flag == "d" and word.endswith("不")):
+            if word in ZH_NEGATIONS or word in ZH_NO_LONGER or (flag == "d" and word.endswith("不")):
                 negated = True
             elif word == "不是":
                 negated = True
                 break
-            elif word in _ZH_CONTROL and prefix is None and i + 1 < len(words) and _verbal(words[i + 1]):
-                prefix = _ZH_CONTROL[word]
+            elif word in ZH_CONTROL and prefix is None and i + 1 < len(words) and _verbal(words[i + 1]):
+                prefix = ZH_CONTROL[word]
             elif word == "会" and i + 1 < len(words) and words[i + 1][1].startswith("v"):
                 pass  # ability: "我会说法语" states the skill
             elif not (
-                flag.startswith(_ZH_MODIFIER_FLAGS)
+                flag.startswith(ZH_MODIFIER_FLAGS)
                 or word in {"已经", "还", "也", "都", "最", "一直", "现在"}
                 or (flag == "r" and word.startswith("每"))
             ):
@@ -450,9 +343,9 @@ class _ChineseReader:
         if birth is not None and not negated and prefix is None:
             self._add(subject, "born_on", (birth[0], "CONCEPT"))
             return
-        if prefix == "asked_to" and (words[i][1] == "d" or words[i][0] in _ZH_FEELINGS):
+        if prefix == "asked_to" and (words[i][1] == "d" or words[i][0] in ZH_FEELINGS):
             return  # "叫我很开心", "让我难过": a feeling caused, nobody asked to do anything
-        if prefix == "asked_to" and words[i][0] in _ZH_HELP and i + 1 < len(words) and _verbal(words[i + 1]):
+        if prefix == "asked_to" and words[i][0] in ZH_HELP and i + 1 < len(words) and _verbal(words[i + 1]):
             i += 1  # "请李娜帮忙订机票": the help is the booking
         if prefix == "asked_to" and words[i][0] == "去" and i + 1 < len(words) and words[i + 1][1] != "ns":
             return  # "让小王去买菜": the errand (jieba's noun 买菜), not a place to go to
@@ -475,7 +368,7 @@ class _ChineseReader:
             obj, _ = self._object(words, rest)
             if obj is not None:
                 self._add(subject, NAME_PREDICATE, (obj[0], "PERSON"))
-        elif word in _ZH_LIVE or word in _ZH_MOVE:
+        elif word in ZH_LIVE or word in ZH_MOVE:
             j = rest + 1 if rest < len(words) and words[rest][0] in {"在", "到"} else rest
             obj = self._object(words, j)[0] or (self._last_word(words, j, 2) if j > rest else None)
             if obj is not None and (word not in {"生活", "居住"} or j > rest):
@@ -485,14 +378,14 @@ class _ChineseReader:
             self._add(subject, "born_in", obj)
         elif word == "在":
             self._located(subject, words, rest, relation)
-        elif word in _ZH_HOMETOWN and rest < len(words) and words[rest][0] in {"在", "是"} and not negated:
+        elif word in ZH_HOMETOWN and rest < len(words) and words[rest][0] in {"在", "是"} and not negated:
             obj = self._object(words, rest + 1)[0] or self._last_word(words, rest + 1, 2)
             self._add(subject, "hometown", obj)
         elif word == "对":
             obj, end = self._object(words, rest)
             if obj is not None and end < len(words) and words[end][0] == "过敏":
                 self._add(subject, relation("is_allergic_to"), obj)
-        elif word in _ZH_REQUESTS and rest < len(words) and not negated:
+        elif word in ZH_REQUESTS and rest < len(words) and not negated:
             agent = self._person(*words[rest])
             if agent is not None:
                 self._predicate(agent, words, rest + 1, negated=False, prefix="asked_to")
@@ -505,11 +398,11 @@ class _ChineseReader:
             target, end = self._object(words, rest)
             if target is None and rest < len(words):
                 target, end = self._person(*words[rest]), rest + 1
-            if target is not None and end < len(words) and words[end][0] in _ZH_VERB_OBJECTS:
-                self._add(subject, relation(_ZH_VERB_OBJECTS[words[end][0]]), target)
-        elif word in _ZH_DIETS:
-            self._add(subject, relation("is"), (_ZH_DIETS[word], "CONCEPT"))
-        elif word in _ZH_JOB:
+            if target is not None and end < len(words) and words[end][0] in ZH_VERB_OBJECTS:
+                self._add(subject, relation(ZH_VERB_OBJECTS[words[end][0]]), target)
+        elif word in ZH_DIETS:
+            self._add(subject, relation("is"), (ZH_DIETS[word], "CONCEPT"))
+        elif word in ZH_JOB:
             obj = self._job(words, rest)
             if obj is not None:
                 self._add(subject, relation("works_as"), obj)
@@ -551,7 +444,7 @@ class _ChineseReader:
         obj, _ = self._object(words, rest)
         if obj is None and predicate == "has":  # "我没有车": one character jieba tags a morpheme
             obj = self._last_word(words, rest, 1)
-        if obj is not None and (predicate not in _ZH_SPEAK or _ZH_LANGUAGE.search(obj[0])):
+        if obj is not None and (predicate not in ZH_SPEAK or ZH_LANGUAGE.search(obj[0])):
             self._add(subject, relation(predicate), obj)
 
     def _copula(self, subject: tuple[str, str], words: list[tuple[str, str]], start: int, negated: bool) -> None:
@@ -582,13 +475,13 @@ class _ChineseReader:
         if "的" in place[0] and end < len(words):
             place = (place[0].rsplit("的", 1)[1], place[1]) if place[0].rsplit("的", 1)[1] else place
         verb = words[end][0]
-        if verb in _ZH_WORK:
+        if verb in ZH_WORK:
             self._add(subject, relation("works_at"), place)
-        elif verb in _ZH_STUDY:
+        elif verb in ZH_STUDY:
             self._add(subject, relation("studies_at"), place)
         elif verb in {"生活", "居住", "住", "定居"}:
             self._add(subject, relation("lives_in"), place)
-        elif verb in _ZH_JOB:  # "在上海做会计": a job in a city; "在医院当护士": a job at a workplace
+        elif verb in ZH_JOB:  # "在上海做会计": a job in a city; "在医院当护士": a job at a workplace
             job = self._job(words, end + 1)
             self._add(subject, relation("works_in" if place[1] == "PLACE" else "works_at"), place)
             if job is not None:

@@ -6,7 +6,8 @@ import asyncio
 from collections.abc import Sequence
 
 from llama_index_memory_hierarchy.extraction.base import LATIN, Extraction, Extractor, with_user_name
-from llama_index_memory_hierarchy.extraction.chinese import jieba_extract, posseg
+from llama_index_memory_hierarchy.extraction.chinese import jieba_extract
+from llama_index_memory_hierarchy.extraction.chinese_lexicon import posseg
 from llama_index_memory_hierarchy.extraction.claims import without_claims
 from llama_index_memory_hierarchy.extraction.english import load_spacy, spacy_extract
 from llama_index_memory_hierarchy.extraction.regex import caps_extract
