@@ -137,6 +137,16 @@ class SemanticState:
                     touched.append(fact)
         return doomed, touched
 
+    def end(self, fact: Fact, *, invalid_at: str, expired_at: str, superseded_by: str | None = None) -> None:
+        """End ``fact`` in place: no longer current, kept as history from ``invalid_at`` (re-indexed as such)."""
+        self.unindex(fact.id)
+        fact.current = False
+        ending = {"invalid_at": invalid_at, "expired_at": expired_at}
+        if superseded_by is not None:
+            ending["superseded_by"] = superseded_by
+        fact.metadata = {**fact.metadata, **ending}
+        self.index(fact)
+
     def current_for_object(self, subject_id: str, object_id: str) -> list[Fact]:
         return [
             self.facts[f]

@@ -120,15 +120,7 @@ def apply_facts(
         ending = opposite + (state.current_for(subject.id, fact.predicate) if fact.predicate in functional else [])
         for old in ending:
             if old.valid_at <= valid_at:  # the new fact is newer: the old one ends
-                state.unindex(old.id)
-                old.current = False
-                old.metadata = {
-                    **old.metadata,
-                    "invalid_at": valid_at.isoformat(),
-                    "expired_at": now.isoformat(),
-                    "superseded_by": fact_id,
-                }
-                state.index(old)
+                state.end(old, invalid_at=valid_at.isoformat(), expired_at=now.isoformat(), superseded_by=fact_id)
                 out.changed[old.id] = old
                 out.ended.append(old)
             else:  # late news about the past: history at once, ended by the next known fact

@@ -155,15 +155,14 @@ class FactWriter:
                 fact = state.facts[fact_id]
                 if not fact.current or fact_id in kept:
                     continue
-                state.unindex(fact_id)
                 others = [s for s in fact.source_ids if s != source_id]
                 if others:
+                    state.unindex(fact_id)
                     fact.metadata = {**fact.metadata, "source_ids": others}
+                    state.index(fact)
                 else:
-                    fact.current = False
-                    fact.metadata = {**fact.metadata, "invalid_at": now, "expired_at": now}
+                    state.end(fact, invalid_at=now, expired_at=now)
                     ended.append(fact)
-                state.index(fact)
                 changed.append(fact)
             await self._asave(state, changed, ended)
             return len(ended)
@@ -176,10 +175,7 @@ class FactWriter:
             if fact is None or not fact.current:
                 return
             now = utcnow().isoformat()
-            state.unindex(fact_id)
-            fact.current = False
-            fact.metadata = {**fact.metadata, "invalid_at": now, "expired_at": now, "superseded_by": superseded_by}
-            state.index(fact)
+            state.end(fact, invalid_at=now, expired_at=now, superseded_by=superseded_by)
             await self._asave(state, [fact], [fact])
 
     async def _asave(self, state: SemanticState, changed: Sequence[Fact], ended: Sequence[Fact]) -> None:
