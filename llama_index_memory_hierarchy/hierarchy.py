@@ -9,7 +9,6 @@ current input (or the latest user message) from every tier, including earlier se
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -34,20 +33,9 @@ from llama_index_memory_hierarchy.lifecycle.manager import MemoryManager
 from llama_index_memory_hierarchy.lifecycle.settings import LifecycleSettings
 from llama_index_memory_hierarchy.lifecycle.shown import SessionShown
 from llama_index_memory_hierarchy.lifecycle.tables import LifecycleStore
-from llama_index_memory_hierarchy.messages import (
-    MEMORIES_TAG,
-    MEMORY_HEADER,
-    PROFILE_TAG,
-    RULES_TAG,
-    SUMMARY_TAG,
-    format_memory,
-    frame_tokens,
-    memory_message_text,
-    message_text,
-    tagged,
-)
+from llama_index_memory_hierarchy.memory_message import MemoryMessage, MemoryMessageSources
+from llama_index_memory_hierarchy.messages import SUMMARY_TAG, memory_message_text, message_text, tagged
 from llama_index_memory_hierarchy.provenance import SIGNATURE_KEY, asigning_key, sign_turn
-from llama_index_memory_hierarchy.ranking.context import fill_budget
 from llama_index_memory_hierarchy.ranking.settings import RankingSettings, ranking_settings
 from llama_index_memory_hierarchy.retrieval.retriever import HierarchyRetriever
 from llama_index_memory_hierarchy.retrieval.search import CrossTierSearch, asearch
@@ -59,13 +47,7 @@ from llama_index_memory_hierarchy.text import count_tokens, truncate_to_tokens
 from llama_index_memory_hierarchy.tiers.base import MemoryTier
 from llama_index_memory_hierarchy.tiers.episodic import EpisodicMemory
 from llama_index_memory_hierarchy.tiers.perceptual import PerceptionSettings, PerceptualMemory
-from llama_index_memory_hierarchy.tiers.procedural import (
-    ProceduralMemory,
-    ProceduralSettings,
-    instructions_section,
-    is_current,
-    rule_sources,
-)
+from llama_index_memory_hierarchy.tiers.procedural import ProceduralMemory, ProceduralSettings
 from llama_index_memory_hierarchy.tiers.semantic import SemanticMemory, SemanticSettings
 from llama_index_memory_hierarchy.tiers.tierset import TierSet
 from llama_index_memory_hierarchy.tiers.working import WorkingMemory
@@ -101,7 +83,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
     _tier_options: dict[str, Any] = PrivateAttr(default_factory=dict)
     _llm: Any = PrivateAttr(default=None)
     _history: SessionHistory = PrivateAttr()
-    _context_cache: tuple[tuple[Any, ...], tuple[tuple[str, ...], list[str]]] | None = PrivateAttr(default=None)
+    _memory_message: MemoryMessage = PrivateAttr()
     _closed: bool = PrivateAttr(default=False)
     _handle: str = PrivateAttr(default_factory=lambda: uuid.uuid4().hex)
     _options: dict[str, Any] = PrivateAttr(default_factory=dict)
@@ -271,6 +253,16 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
             llm_given=self._llm,
         )
         self._manager = MemoryManager(deps)
+        self._memory_message = MemoryMessage(
+            MemoryMessageSources(
+                config=self.config,
+                procedural=self.procedural,
+                history=self._history,
+                shown=self._shown,
+                manager=self._manager,
+                search=self.asearch,
+            )
+        )
 
     async def _asearch_tier(
         self, memory_type: MemoryType, query: str, limit: int = 5, **filters: Any
@@ -295,19 +287,19 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
 
     def _forget_turns(self, ids: set[str]) -> bool:
         """Deleted turns leave the replayed history and the cached memory message; whether one was there."""
-        self._context_cache = None
+        self._memory_message.invalidate()
         return self._history.forget(ids)
 
     async def _areset_context(self) -> None:
         """The stores changed under this memory (an erasure): read the history again, drop what is held."""
         self._history.invalidate()
         self._shown.clear()
-        self._context_cache = None
+        self._memory_message.invalidate()
         await self.working.aclear()
 
     async def _aon_start(self) -> None:
         """Another object reset (or set) this session's history: this one's short-term state follows."""
-        self._context_cache = None
+        self._memory_message.invalidate()
         await self.working.aclear()
         self._manager.compressor.forget_cached(self.session_id)
 
@@ -436,7 +428,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         await self._history.astart()
 
     async def _aclear_short_term(self) -> None:
-        self._context_cache = None
+        self._memory_message.invalidate()
         self._shown.clear()
         await self.working.aclear()
         await self._manager.compressor.areset(self.session_id)
@@ -553,7 +545,7 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
         if query is None:
             query = next((message_text(m) for _, m, _ in reversed(history) if m.role == MessageRole.USER), None)
         turns = [message_text(m) for _, m, _ in history if m.role == MessageRole.USER]  # what it is about
-        sections, shown = await self._amemory_sections(query, {memory_id for memory_id, _, _ in window}, turns)
+        sections, shown = await self._memory_message.asections(query, {memory_id for memory_id, _, _ in window}, turns)
         if query:  # the access log: what this get() showed, for which input (written in the background)
             self._shown.record(query, shown, query[:_LOGGED_INPUT_CHARS])
             self._context.accesses.shown(self.user_id, self.session_id, query[:_LOGGED_INPUT_CHARS], shown)
@@ -570,67 +562,6 @@ class HierarchicalMemory(RuntimeBound, BaseMemory):
             (i + 1 for i in range(len(messages) - 1, -1, -1) if messages[i].role == MessageRole.USER), len(messages)
         )
         return [*messages[:at], memory_message, *messages[at:]]
-
-    async def _amemory_sections(
-        self, query: str | None, exclude: set[str], turns: Sequence[str] = ()
-    ) -> tuple[list[str], list[str]]:
-        """The tagged sections of the memory message: the standing instructions, the user profile and the best
-        memories for ``query`` within ``memory_context_token_limit`` (the frame of the message included), and
-        the ids of the memories it shows.
-
-        The instructions come first and take the budget first (memories never displace them; of two that
-        conflict only the newer stands, see ``tiers.procedural``). One line per memory (time, tier, text),
-        best first, none twice; the history window (``exclude``) is shown anyway, so it is left out, and so is
-        what an earlier input of the session showed, by any object on it (``lifecycle.shown``). The search reads
-        the recent user ``turns`` for what the conversation is about (``retrieval.conversation_query``). A line
-        that does not fit is dropped whole. The profile's standing facts (diet, allergies, language, ...) lead it
-        and are shown whatever the query, since they bear on requests that share no word with them ("what should
-        I cook tonight?"); for a query no memory clears the relevance floor for, they are the whole profile shown
-        (none: no memory message).
-        """
-        every_rule = await self.procedural.ainstructions(include_history=True)
-        rules = [rule for rule in every_rule if is_current(rule)]
-        if query:  # what an earlier input of the session showed, by this object or another (``lifecycle.shown``)
-            exclude = exclude | (await self._shown.aearlier(self._history.floor)).held_back(query)
-        key = (query, self._history.version, self._manager.deps.revision.value, frozenset(exclude), tuple(every_rule))
-        if self._context_cache is not None and self._context_cache[0] == key:
-            return list(self._context_cache[1][0]), self._context_cache[1][1]
-        room = self.config.memory_context_token_limit - frame_tokens()
-        rules_text = instructions_section(rules, room, count_tokens)
-        rules_section = [tagged(RULES_TAG, rules_text)] if rules_text else []
-        if query is None:
-            self._context_cache = (key, (tuple(rules_section), []))
-            return rules_section, []
-        # the rules are shown above; the turns that gave them (an ended rule's too) are not shown as memories
-        exclude = exclude | {rule.id for rule in every_rule} | {s for rule in every_rule for s in rule_sources(rule)}
-        limit = self.config.retrieval_top_k
-        room -= count_tokens(rules_text) + 2 if rules_text else 0
-        # the profile's share is of the budget before the frame: the frame takes the memories' room
-        profile_limit = max(min(self._manager.settings.profile_token_limit, (room + frame_tokens()) // 2), 0)
-        # spare candidates: the history window is ranked too (so that what repeats it collapses into it) and
-        # dropped, and a line too long for what is left of the budget leaves room to the next
-        recall = self.asearch(query, 2 * limit + min(len(exclude), 2 * limit), conversation=list(turns[-8:]))
-        try:
-            items, profile = await asyncio.gather(recall, self._manager.aprofile_text(profile_limit))
-        except MemoryValidationError:
-            items, profile = [], await self._manager.aprofile_text(profile_limit)
-        items = [item for item in items if item.id not in exclude]
-        if not items:  # nothing beyond the conversation clears the floor: only what constrains any answer (diet...)
-            profile = await self._manager.aprofile_text(profile_limit, standing_only=True)
-        budget = room - count_tokens(MEMORY_HEADER) - 1
-        if profile:
-            budget -= count_tokens(profile) + 2
-        formatted = [(item.id, format_memory(item)) for item in items]
-        lines = fill_budget((line for _, line in formatted), budget, limit, count_tokens)
-        kept = set(lines)
-        shown = [memory_id for memory_id, line in formatted if line in kept]
-        sections = [
-            *rules_section,
-            *([tagged(PROFILE_TAG, profile)] if profile else []),
-            *([tagged(MEMORIES_TAG, "\n".join([MEMORY_HEADER, *lines]))] if lines else []),
-        ]
-        self._context_cache = (key, (tuple(sections), shown))
-        return sections, shown
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

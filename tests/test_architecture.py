@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("retrieval", {"retrieval"}),
     ("lifecycle", {"lifecycle"}),
     ("operations", {"ops", "provenance", "knowledge"}),
-    ("facade", {"hierarchy", "session_history"}),
+    ("facade", {"hierarchy", "memory_message", "session_history"}),
     ("integrations", {"tools", "ui", "mcp_server", "__init__"}),
     ("cli", {"cli", "__main__"}),
 ]
