@@ -47,7 +47,8 @@ def relevant(
     above every other: a clear best match, as Lowe's ratio test accepts a match far better than the next), or a
     content word of the query (``language.evidence_terms``: not 里, 上, 一个) in what it states itself with a
     meaning nearer than most unrelated texts (:data:`LEXICAL_FALSE_POSITIVE_RATE`: "work" in "how does a jet
-    engine work" and "I work at a bakery" is not), or two such words whatever the meaning, or a person the query names by name, a date it names, a graph
+    engine work" and "I work at a bakery" is not), or two such words, or every one the query has, whatever
+    the meaning, or a person the query names by name, a date it names, a graph
     link from an entity it names. A short text (two content words at most) sits near any query in these models:
     its cosine alone is no evidence; an acknowledgement or talk about talk is never relevant. A request to recall
     in general (``recall``: ``language.asks_to_recall``, "what did I tell you earlier?") asks for the user's past
@@ -74,8 +75,8 @@ def relevant(
             continue
         shared = cand.matched & content
         # one shared word may be another sense of it ("work" in a jet engine and at a bakery): its meaning must
-        # agree; two or more of the query's content words in what it states are evidence on their own
-        worded = len(shared) > 1 or (bool(shared) and not standing[i] <= lexical_bar)  # NaN: no meaning measured
+        # agree; two or more of the query's content words in what it states, or all of them, are evidence alone
+        worded = len(shared) > 1 or (bool(shared) and (shared == content or not standing[i] <= lexical_bar))
         dated = bool(hints) and time_score(cand.item.timestamp, hints) > 0
         out[i] = worded or cand.graph > 0 or dated or bool(named and entity[i] > 0)
     return out
